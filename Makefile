@@ -1,0 +1,68 @@
+# gpufleet: the local lab and the tests. `make lab` and `make test` install what they need.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV ?= .venv
+PYTHON ?= python3
+BIN := $(VENV)/bin
+LAB_NODES ?= 2
+export GPUFLEET_NODE_IMAGE ?= gpufleet-node:trixie
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+
+.PHONY: help venv docker image lab lab-up lab-down lint syntax unit collection molecule test test-fast benchmark clean
+
+help:  ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: requirements.txt
+	@command -v $(PYTHON) >/dev/null || { echo "python3 is required"; exit 1; }
+	@$(PYTHON) -c 'import venv, ensurepip' 2>/dev/null || { \
+	  echo "installing python3-venv"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements.txt
+	@touch $@
+
+venv: $(VENV)/.installed  ## Python tools (ansible, molecule, linters) in .venv
+
+docker:  ## Make sure a Docker engine answers (installs docker.io, starts dockerd)
+	@scripts/ensure-docker.sh
+
+image: docker  ## Build the Debian 13 node image (cached by recipe hash)
+	@scripts/build-node-image.sh
+
+lab: venv image  ## Start LAB_NODES node containers and run site.yml + validate on them over SSH
+	@$(BIN)/python scripts/lab.py up --nodes $(LAB_NODES)
+
+lab-down: venv  ## Remove every container, network, volume and key the lab made
+	@$(BIN)/python scripts/lab.py down
+
+lint: venv  ## yamllint + ansible-lint (production profile)
+	$(BIN)/yamllint -s .
+	$(BIN)/ansible-lint --profile production
+
+syntax: venv  ## ansible-playbook --syntax-check of every playbook
+	@scripts/syntax-check.sh
+
+unit: venv  ## pytest unit tests
+	$(BIN)/pytest -q tests/unit
+
+collection: venv  ## Build the collection tarball, install it elsewhere and use it
+	@scripts/collection-check.sh
+
+molecule: venv image  ## molecule test for every scenario (MOLECULE_JOBS in parallel)
+	@$(BIN)/python scripts/run_molecule.py
+
+test-fast: venv  ## Everything but molecule
+	@$(BIN)/python scripts/run_tests.py lint syntax unit collection
+
+test: venv  ## Everything: lint, syntax, unit, collection, molecule
+	@scripts/ensure-docker.sh
+	@$(BIN)/python scripts/run_tests.py lint syntax unit collection molecule
+
+benchmark: venv image  ## No-op run figures for 1 and 4 lab nodes
+	@$(BIN)/python scripts/benchmark.py
+
+clean: lab-down  ## Remove the venv and caches
+	rm -rf $(VENV) .cache

@@ -1,0 +1,132 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: node_facts
+short_description: Detect what a GPU node is made of, from os-release and sysfs
+version_added: "0.1.0"
+description:
+  - Reads C(/etc/os-release), NVIDIA PCI devices (vendor C(0x10de)) from C(/sys/bus/pci/devices),
+    InfiniBand/RoCE HCAs from C(/sys/class/infiniband), the Secure Boot state and whether the host is a
+    container, and returns them as the C(gpufleet_node) fact.
+  - Runs no package manager and changes nothing; needs no NVIDIA software on the node.
+options:
+  root:
+    description:
+      - Directory the sysfs and procfs paths are read under. Tests point it at a recorded tree.
+    type: path
+    default: /
+  os_release_path:
+    description:
+      - The os-release file to read. Defaults to C(<root>/etc/os-release).
+    type: path
+  use_mokutil:
+    description:
+      - Ask C(mokutil --sb-state) for the Secure Boot state when the tool exists, before reading efivars.
+    type: bool
+    default: true
+author:
+  - gpufleet contributors
+notes:
+  - Supports check mode; it only reads.
+"""
+
+EXAMPLES = r"""
+- name: Detect the node
+  gpufleet.cluster.node_facts:
+
+- name: Read a recorded tree
+  gpufleet.cluster.node_facts:
+    root: /srv/recorded/dgx-h100
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts added to the host.
+  returned: always
+  type: dict
+  contains:
+    gpufleet_node:
+      description: What the node is made of.
+      type: dict
+      sample:
+        os: {id: debian, version_id: "13", major: "13", codename: trixie, family: Debian,
+             pretty_name: "Debian GNU/Linux 13 (trixie)"}
+        nvidia_gpus: [{bdf: "0000:19:00.0", device: "0x2330", class: "0x030200", numa_node: 0, driver: nvidia}]
+        gpu_count: 8
+        gpus_turing_or_newer: true
+        nvswitch: true
+        nvswitch_count: 4
+        hcas: [{name: mlx5_0, pci_address: "0000:1a:00.0", numa_node: 0, netdevs: [ibp26s0],
+                ports: [{port: 1, state: ACTIVE, rate_gbps: 400.0, link_layer: InfiniBand}]}]
+        hca_count: 8
+        secure_boot: disabled
+        container: false
+        virtualization: metal
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils import sysfs
+
+
+def gather(root, os_release_path, mokutil_output=None):
+    """Collect the gpufleet_node dict (pure except for file reads under root)."""
+    os_release = sysfs.parse_os_release(sysfs.read_text(os_release_path, default=""))
+    summary = sysfs.os_summary(os_release)
+    devices = sysfs.read_pci_devices(root)
+    gpus, switches, turing = sysfs.classify_nvidia(devices)
+    hcas = sysfs.read_infiniband(root)
+    if mokutil_output is not None and sysfs.secure_boot_from_mokutil(mokutil_output) != "unknown":
+        secure_boot = sysfs.secure_boot_from_mokutil(mokutil_output)
+    else:
+        secure_boot = sysfs.secure_boot_from_efivars(root)
+    container = sysfs.detect_container(root)
+    return {
+        "os": summary,
+        "os_supported": sysfs.os_support_problem(summary) is None,
+        "os_problem": sysfs.os_support_problem(summary),
+        "nvidia_gpus": gpus,
+        "gpu_count": len(gpus),
+        "gpus_turing_or_newer": turing,
+        "nvswitch": bool(switches),
+        "nvswitch_count": len(switches),
+        "hcas": hcas,
+        "hca_count": len(hcas),
+        "secure_boot": secure_boot,
+        "container": container is not None,
+        "virtualization": container or "metal",
+    }
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            root=dict(type="path", default="/"),
+            os_release_path=dict(type="path"),
+            use_mokutil=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    root = module.params["root"]
+    os_release_path = module.params["os_release_path"] or sysfs._path(root, "etc/os-release")
+
+    mokutil_output = None
+    mokutil = module.get_bin_path("mokutil") if module.params["use_mokutil"] and root == "/" else None
+    if mokutil:
+        rc, out, err = module.run_command(
+            [mokutil, "--sb-state"], environ_update={"LANGUAGE": "C", "LC_ALL": "C"})
+        mokutil_output = out + err
+
+    facts = gather(root, os_release_path, mokutil_output)
+    module.exit_json(changed=False, ansible_facts={"gpufleet_node": facts})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,10 @@
+"""Make `ansible_collections.gpufleet.cluster` importable from this checkout."""
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+COLLECTIONS = os.path.join(ROOT, "collections")
+if COLLECTIONS not in sys.path:
+    sys.path.insert(0, COLLECTIONS)
+
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
