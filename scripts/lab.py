@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""The local lab: systemd node containers reached by Ansible over real SSH.
+
+    python scripts/lab.py up [--nodes N]   start N nodes (default 2), run site.yml twice and validate.yml
+    python scripts/lab.py nodes [--nodes N] only start the nodes and write the inventory
+    python scripts/lab.py run [ARGS...]    run site.yml against the lab (extra ansible-playbook ARGS)
+    python scripts/lab.py down              remove every container, network, volume and key the lab made
+
+Environment: GPUFLEET_NODE_IMAGE (node image), LAB_SUBNET (default 172.30.240.0/24), LAB_NETWORK
+(default gpufleet-lab). Everything the lab creates carries the label gpufleet.lab=1.
+"""
+import argparse
+import ipaddress
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LAB_DIR = os.path.join(ROOT, ".lab")
+KEY = os.path.join(LAB_DIR, "id_ed25519")
+KNOWN_HOSTS = os.path.join(LAB_DIR, "known_hosts")
+INVENTORY = os.path.join(ROOT, "inventories", "lab", "hosts.yml")
+IMAGE = os.environ.get("GPUFLEET_NODE_IMAGE", "gpufleet-node:trixie")
+NETWORK = os.environ.get("LAB_NETWORK", "gpufleet-lab")
+SUBNET = ipaddress.ip_network(os.environ.get("LAB_SUBNET", "172.30.240.0/24"))
+LABEL = "gpufleet.lab=1"
+APT_CACHE = "gpufleet-apt-cache"
+
+
+def sh(cmd, check=True, capture=False, **kwargs):
+    result = subprocess.run(cmd, check=False, text=True,
+                            stdout=subprocess.PIPE if capture else None,
+                            stderr=subprocess.STDOUT if capture else None, **kwargs)
+    if check and result.returncode != 0:
+        if capture:
+            sys.stderr.write(result.stdout or "")
+        raise SystemExit("lab: command failed (%d): %s" % (result.returncode, " ".join(cmd)))
+    return result
+
+
+def log(message):
+    print("lab: %s" % message, flush=True)
+
+
+def node_name(index):
+    return "lab-node%d" % index
+
+
+def container_name(index):
+    return "gpufleet-lab-node%d" % index
+
+
+def node_address(index):
+    # .1 is the bridge gateway; nodes start at .11
+    return str(SUBNET.network_address + 10 + index)
+
+
+def ensure_prerequisites():
+    sh([os.path.join(ROOT, "scripts", "ensure-docker.sh")])
+    sh([os.path.join(ROOT, "scripts", "build-node-image.sh")])
+    os.makedirs(LAB_DIR, exist_ok=True)
+    if not os.path.exists(KEY):
+        log("making the lab SSH key %s" % os.path.relpath(KEY, ROOT))
+        sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "gpufleet-lab", "-f", KEY])
+
+
+def ensure_network():
+    if sh(["docker", "network", "inspect", NETWORK], check=False, capture=True).returncode == 0:
+        return
+    log("creating network %s (%s)" % (NETWORK, SUBNET))
+    sh(["docker", "network", "create", "--label", LABEL, "--subnet", str(SUBNET), NETWORK], capture=True)
+
+
+def start_node(index):
+    name = container_name(index)
+    if sh(["docker", "container", "inspect", name], check=False, capture=True).returncode == 0:
+        return False
+    log("starting %s at %s" % (node_name(index), node_address(index)))
+    sh(["docker", "run", "-d", "--name", name, "--hostname", node_name(index), "--label", LABEL,
+        "--network", NETWORK, "--ip", node_address(index), "--network-alias", node_name(index),
+        # systemd as PID 1 without --privileged
+        "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN", "--cap-add", "NET_RAW",
+        "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
+        "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+        "--tmpfs", "/run", "--tmpfs", "/run/lock",
+        # one apt cache for every test node; Docker-in-node gets a real filesystem
+        "-v", "%s:/var/cache/apt/archives" % APT_CACHE, "-v", "/var/lib/docker",
+        IMAGE, "/lib/systemd/systemd"], capture=True)
+    return True
+
+
+def wait_for_boot(index):
+    name = container_name(index)
+    for _ in range(120):
+        state = sh(["docker", "exec", name, "systemctl", "is-system-running"], check=False, capture=True)
+        if state.stdout.strip() in ("running", "degraded"):
+            return
+        time.sleep(1)
+    raise SystemExit("lab: %s did not finish booting" % name)
+
+
+def authorize(index):
+    with open(KEY + ".pub") as handle:
+        pub = handle.read().strip()
+    script = ("install -d -m 0700 /root/.ssh && touch /root/.ssh/authorized_keys && "
+              "chmod 0600 /root/.ssh/authorized_keys && "
+              "(grep -qxF '%s' /root/.ssh/authorized_keys || echo '%s' >> /root/.ssh/authorized_keys)" % (pub, pub))
+    sh(["docker", "exec", container_name(index), "sh", "-c", script])
+
+
+def host_key_line(index):
+    """The node's own ed25519 host key, read from inside it (trusted path), for the controller's known_hosts."""
+    key = sh(["docker", "exec", container_name(index), "cat", "/etc/ssh/ssh_host_ed25519_key.pub"],
+             capture=True).stdout.split()
+    return "%s,%s %s %s" % (node_name(index), node_address(index), key[0], key[1])
+
+
+def lab_indexes():
+    out = sh(["docker", "ps", "-a", "--filter", "label=" + LABEL, "--format", "{{.Names}}"], capture=True).stdout
+    found = sorted(int(m.group(1)) for m in re.finditer(r"gpufleet-lab-node(\d+)", out))
+    return found
+
+
+def write_inventory(indexes):
+    lines = [
+        "---",
+        "# Written by scripts/lab.py for the running lab; removed by `make lab-down`.",
+        "all:",
+        "  vars:",
+        "    gpufleet_cluster_network: %s" % SUBNET,
+        "  children:",
+        "    gpu_nodes:",
+        "      hosts:",
+    ]
+    for index in indexes:
+        lines += ["        %s:" % node_name(index), "          ansible_host: %s" % node_address(index)]
+    lines += ["    login_nodes:", "      hosts: {}"]
+    os.makedirs(os.path.dirname(INVENTORY), exist_ok=True)
+    with open(INVENTORY, "w") as handle:
+        handle.write("\n".join(lines) + "\n")
+    with open(KNOWN_HOSTS, "w") as handle:
+        handle.write("\n".join(host_key_line(i) for i in indexes) + "\n")
+
+
+def wait_for_ssh(indexes):
+    for index in indexes:
+        for _ in range(60):
+            probe = sh(["ssh", "-i", KEY, "-o", "BatchMode=yes", "-o", "UserKnownHostsFile=" + KNOWN_HOSTS,
+                        "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=3",
+                        "root@" + node_address(index), "true"], check=False, capture=True)
+            if probe.returncode == 0:
+                break
+            time.sleep(1)
+        else:
+            raise SystemExit("lab: cannot reach %s over SSH: %s" % (node_name(index), probe.stdout))
+
+
+def nodes(count):
+    ensure_prerequisites()
+    ensure_network()
+    wanted = list(range(1, count + 1))
+    for index in wanted:
+        start_node(index)
+    for index in wanted:
+        wait_for_boot(index)
+        authorize(index)
+    indexes = lab_indexes()
+    write_inventory(indexes)
+    wait_for_ssh(indexes)
+    log("%d node(s) up: %s" % (len(indexes), ", ".join(node_name(i) for i in indexes)))
+    return indexes
+
+
+def playbook(path, *extra, capture_recap=False):
+    cmd = ["ansible-playbook", "-i", os.path.join(ROOT, "inventories", "lab"), path] + list(extra)
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
+    if not capture_recap:
+        return subprocess.call(cmd, cwd=ROOT, env=env), ""
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output = []
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        output.append(line)
+    return proc.wait(), "".join(output)
+
+
+def recap_changed(output):
+    """Sum changed= over the PLAY RECAP lines of one ansible-playbook run."""
+    recap = output[output.rfind("PLAY RECAP"):]
+    return sum(int(n) for n in re.findall(r"changed=(\d+)", recap))
+
+
+def up(count):
+    nodes(count)
+    log("converging site.yml")
+    rc, _ = playbook("site.yml")
+    if rc != 0:
+        raise SystemExit("lab: site.yml failed (rc=%d)" % rc)
+    log("second run of site.yml: must change nothing")
+    rc, output = playbook("site.yml", capture_recap=True)
+    changed = recap_changed(output)
+    if rc != 0 or changed:
+        raise SystemExit("lab: second site.yml run rc=%d changed=%d (expected 0 and 0)" % (rc, changed))
+    log("second run: changed=0")
+    validate = os.path.join("playbooks", "validate.yml")
+    if os.path.exists(os.path.join(ROOT, validate)):
+        rc, _ = playbook(validate)
+        if rc != 0:
+            raise SystemExit("lab: validate.yml failed (rc=%d)" % rc)
+    log("done; `make lab-down` removes the lab")
+
+
+def down():
+    out = sh(["docker", "ps", "-aq", "--filter", "label=" + LABEL], check=False, capture=True).stdout.split()
+    if out:
+        log("removing %d container(s)" % len(out))
+        sh(["docker", "rm", "-f", "-v"] + out, capture=True)
+    nets = sh(["docker", "network", "ls", "-q", "--filter", "label=" + LABEL], check=False, capture=True).stdout.split()
+    for net in nets:
+        sh(["docker", "network", "rm", net], check=False, capture=True)
+    for path in (INVENTORY,):
+        if os.path.exists(path):
+            os.remove(path)
+    shutil.rmtree(LAB_DIR, ignore_errors=True)
+    log("lab removed (the shared apt cache volume %s and the node image stay)" % APT_CACHE)
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("up", "nodes"):
+        cmd = sub.add_parser(name)
+        cmd.add_argument("--nodes", type=int, default=int(os.environ.get("LAB_NODES", "2")))
+    run_cmd = sub.add_parser("run")
+    run_cmd.add_argument("extra", nargs=argparse.REMAINDER)
+    sub.add_parser("down")
+    args = parser.parse_args(argv)
+    if args.command in ("up", "nodes") and not 1 <= args.nodes <= 200:
+        parser.error("--nodes must be between 1 and 200")
+    if args.command == "up":
+        up(args.nodes)
+    elif args.command == "nodes":
+        nodes(args.nodes)
+    elif args.command == "run":
+        return playbook("site.yml", *args.extra)[0]
+    else:
+        down()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
