@@ -24,6 +24,10 @@ $(VENV)/.installed: requirements.txt
 	$(BIN)/pip install -q -r requirements.txt
 	@touch $@
 
+$(VENV)/.installed-test: $(VENV)/.installed requirements-test.txt
+	$(BIN)/pip install -q -r requirements-test.txt
+	@touch $@
+
 venv: $(VENV)/.installed  ## Python tools (ansible, molecule, linters) in .venv
 
 docker:  ## Make sure a Docker engine answers (installs docker.io, starts dockerd)
@@ -45,7 +49,7 @@ lint: venv  ## yamllint + ansible-lint (production profile)
 syntax: venv  ## ansible-playbook --syntax-check of every playbook
 	@scripts/syntax-check.sh
 
-unit: venv  ## pytest unit tests
+unit: $(VENV)/.installed-test  ## pytest unit tests
 	$(BIN)/pytest -q tests/unit
 
 collection: venv  ## Build the collection tarball, install it elsewhere and use it
