@@ -1,0 +1,90 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Filters the validate role uses to read the output of its checks."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+import json
+import re
+
+DDP_PREFIX = "GPUFLEET_DDP_RESULT "
+RANK_RE = re.compile(r"^GPUFLEET_RANK\s+(\d+)\s+(\S+)\s*$")
+
+
+def ddp_result(stdout):
+    """The last GPUFLEET_DDP_RESULT JSON object in stdout, or {}."""
+    found = {}
+    for line in (stdout or "").splitlines():
+        line = line.strip()
+        if line.startswith(DDP_PREFIX):
+            try:
+                found = json.loads(line[len(DDP_PREFIX):])
+            except ValueError:
+                continue
+    return found
+
+
+def mpi_hostfile_hosts(text):
+    """Host entries of an Open MPI hostfile, in order ("node1 slots=8" -> "node1"); comments skipped."""
+    hosts = []
+    for raw in (text or "").splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line:
+            hosts.append(line.split()[0])
+    return hosts
+
+
+def cluster_address(hostvars, host):
+    """The address nodes reach each other on: gpufleet_cluster_address, else ansible_host, else the name."""
+    hv = hostvars[host]
+    return hv.get("gpufleet_cluster_address") or hv.get("ansible_host") or host
+
+
+def mpi_rank_check(stdout, hostfile_text, hostvars, hosts):
+    """Check that rank i ran on the node of hostfile line i.
+
+    Returns {"ranks": [{rank, host, expected, inventory_host, ok}], "problems": [...]}.
+    """
+    entries = mpi_hostfile_hosts(hostfile_text)
+    by_address = {}
+    for host in hosts:
+        hv = hostvars[host]
+        facts = hv.get("ansible_facts") or {}
+        expected = facts.get("hostname") or hv.get("ansible_hostname") or host
+        for key in (cluster_address(hostvars, host), host):
+            by_address[key] = (host, expected)
+    seen = {}
+    for line in (stdout or "").splitlines():
+        match = RANK_RE.match(line.strip())
+        if match:
+            seen[int(match.group(1))] = match.group(2)
+    ranks, problems = [], []
+    for index, entry in enumerate(entries):
+        inventory_host, expected = by_address.get(entry, (None, entry))
+        ran_on = seen.get(index)
+        ok = ran_on is not None and ran_on.split(".")[0] == expected.split(".")[0]
+        ranks.append({"rank": index, "host": ran_on, "expected": expected, "inventory_host": inventory_host,
+                      "ok": ok})
+        if ran_on is None:
+            problems.append("rank %d (%s) reported nothing" % (index, entry))
+        elif not ok:
+            problems.append("rank %d ran on %s, expected %s" % (index, ran_on, expected))
+    extra = sorted(set(seen) - set(range(len(entries))))
+    if extra:
+        problems.append("unexpected ranks %s" % ", ".join(str(r) for r in extra))
+    if not entries:
+        problems.append("the hostfile lists no host")
+    return {"ranks": ranks, "problems": problems}
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "ddp_result": ddp_result,
+            "mpi_hostfile_hosts": mpi_hostfile_hosts,
+            "mpi_rank_check": mpi_rank_check,
+        }
