@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""No-op run figures for site.yml on the lab: 1 node, then 4 nodes.
+
+    python scripts/benchmark.py [--nodes-small 1] [--nodes-large 4] [--keep]
+
+Prints, for each fleet size: the first converge (wall time, split into package download/install tasks and the
+rest), the no-op re-run (wall time, task count, tasks per second, changed count), the ten slowest no-op tasks,
+the large/small ratio, and the floor: a playbook of the same number of ansible.builtin.ping tasks on one node.
+This is a measurement, not a test: it asserts nothing and always tears the lab down at the end (unless --keep).
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LAB = [sys.executable, os.path.join(ROOT, "scripts", "lab.py")]
+PACKAGE_ACTIONS = {"ansible.builtin.apt", "ansible.builtin.package", "ansible.builtin.dnf", "apt", "package", "dnf",
+                   "ansible.builtin.apt_repository", "ansible.builtin.deb822_repository"}
+
+
+def run_json(playbook, *extra):
+    """Run a playbook with the ansible.posix.json callback; return (seconds, parsed output)."""
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
+               ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
+    cmd = ["ansible-playbook", "-i", os.path.join(ROOT, "inventories", "lab"), playbook] + list(extra)
+    started = time.monotonic()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    seconds = time.monotonic() - started
+    try:
+        data = json.loads(proc.stdout[proc.stdout.index("{"):])
+    except ValueError:
+        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
+        raise SystemExit("benchmark: %s did not produce JSON output (rc=%d)" % (playbook, proc.returncode))
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr[-3000:])
+        raise SystemExit("benchmark: %s failed (rc=%d)" % (playbook, proc.returncode))
+    return seconds, data
+
+
+def task_rows(data):
+    """One row per task: name, action, seconds, host count, changed count."""
+    rows = []
+    for play in data.get("plays", []):
+        for task in play.get("tasks", []):
+            info = task.get("task", {})
+            duration = info.get("duration", {})
+            seconds = 0.0
+            if duration.get("start") and duration.get("end"):
+                seconds = _ts(duration["end"]) - _ts(duration["start"])
+            hosts = task.get("hosts", {})
+            actions = {h.get("action") for h in hosts.values() if isinstance(h, dict) and h.get("action")}
+            rows.append({
+                "name": info.get("name", "?"),
+                "action": next(iter(actions), ""),
+                "seconds": seconds,
+                "hosts": len(hosts),
+                "changed": sum(1 for h in hosts.values() if isinstance(h, dict) and h.get("changed")),
+                "skipped": all(isinstance(h, dict) and h.get("skipped") for h in hosts.values()) if hosts else True,
+            })
+    return rows
+
+
+def _ts(value):
+    # 2026-11-29T19:10:46.123456Z
+    match = re.match(r"(\d+)-(\d+)-(\d+)T(\d+):(\d+):(\d+(?:\.\d+)?)", value)
+    y, mo, d, h, mi, s = match.groups()
+    import calendar
+    return calendar.timegm((int(y), int(mo), int(d), int(h), int(mi), 0)) + float(s)
+
+
+def summarize(label, seconds, rows):
+    executions = sum(r["hosts"] for r in rows)
+    tasks = len(rows)
+    changed = sum(r["changed"] for r in rows)
+    print("%-28s wall %7.1fs  tasks %4d  task-host runs %5d  tasks/s %6.2f  changed %d"
+          % (label, seconds, tasks, executions, tasks / seconds if seconds else 0, changed))
+    return {"seconds": seconds, "tasks": tasks, "executions": executions, "changed": changed}
+
+
+def split_packages(rows):
+    packages = sum(r["seconds"] for r in rows if r["action"] in PACKAGE_ACTIONS)
+    return packages, sum(r["seconds"] for r in rows) - packages
+
+
+def ping_floor(task_count):
+    with tempfile.NamedTemporaryFile("w", suffix=".yml", dir=ROOT, delete=False) as handle:
+        handle.write("---\n- name: Ping floor\n  hosts: lab-node1\n  gather_facts: false\n  tasks:\n")
+        for index in range(task_count):
+            handle.write("    - name: Ping %d\n      ansible.builtin.ping:\n" % index)
+        path = handle.name
+    try:
+        seconds, data = run_json(path)
+    finally:
+        os.remove(path)
+    return seconds, task_rows(data)
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes-small", type=int, default=1)
+    parser.add_argument("--nodes-large", type=int, default=4)
+    parser.add_argument("--keep", action="store_true", help="leave the lab running at the end")
+    args = parser.parse_args(argv)
+
+    print("benchmark: %s, %d cores" % (os.uname().nodename, os.cpu_count()))
+    subprocess.check_call(LAB + ["down"], stdout=subprocess.DEVNULL)
+    figures = {}
+    try:
+        for size in (args.nodes_small, args.nodes_large):
+            subprocess.check_call(LAB + ["nodes", "--nodes", str(size)], stdout=subprocess.DEVNULL)
+            seconds, data = run_json("site.yml")
+            rows = task_rows(data)
+            packages, rest = split_packages(rows)
+            summarize("%d node(s) first converge" % size, seconds, rows)
+            print("%-28s package tasks %.1fs, other tasks %.1fs (task time, summed)" % ("", packages, rest))
+            seconds, data = run_json("site.yml")
+            rows = task_rows(data)
+            figures[size] = summarize("%d node(s) no-op re-run" % size, seconds, rows)
+            print("  ten slowest no-op tasks:")
+            for row in sorted(rows, key=lambda r: r["seconds"], reverse=True)[:10]:
+                print("    %6.2fs  %-60s %s" % (row["seconds"], row["name"][:60], row["action"]))
+        small, large = figures[args.nodes_small], figures[args.nodes_large]
+        print("ratio %d nodes / %d node(s) no-op wall time: %.2f (goal <= 1.3)"
+              % (args.nodes_large, args.nodes_small, large["seconds"] / small["seconds"]))
+        seconds, rows = ping_floor(small["tasks"])
+        print("floor: %d ansible.builtin.ping tasks on 1 node: %.1fs, %.2f tasks/s; site.yml no-op is %.1fx the floor"
+              % (len(rows), seconds, len(rows) / seconds, small["seconds"] / seconds))
+    finally:
+        if not args.keep:
+            subprocess.call(LAB + ["down"], stdout=subprocess.DEVNULL)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
