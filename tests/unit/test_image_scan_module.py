@@ -1,0 +1,108 @@
+"""image_scan on real Trivy reports, with trivy itself behind a mocked run_command."""
+import json
+import os
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.gpufleet.cluster.plugins.modules import image_scan
+from conftest import FIXTURES
+
+TRIVY = os.path.join(FIXTURES, "trivy")
+CRITICAL_REPORT = os.path.join(TRIVY, "alpine-39-high-critical.json")
+
+
+class Exit(Exception):
+    pass
+
+
+class Fail(Exception):
+    pass
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    recorded = []
+
+    def run_command(module, cmd, environ_update=None, **kwargs):
+        recorded.append((list(cmd), dict(environ_update or {})))
+        with open(os.path.join(TRIVY, "alpine-3.12.json")) as handle:
+            return 0, handle.read(), ""
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", lambda module, **kw: (_ for _ in ()).throw(Exit(kw)))
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", lambda module, **kw: (_ for _ in ()).throw(Fail(kw)))
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
+                        lambda module, name, required=False, opt_dirs=None: "/usr/bin/" + name)
+    return recorded
+
+
+def run(args, expect=Exit):
+    with patch_module_args(args):
+        with pytest.raises(expect) as info:
+            image_scan.main()
+    return info.value.args[0]
+
+
+def test_trivy_flags_and_credentials(calls):
+    result = run({"image": "registry.example.com/ml/pytorch-cuda:v2.7", "max_counts": {"HIGH": 5},
+                  "ignore_unfixed": True, "cache_dir": "/var/cache/trivy", "skip_db_update": True,
+                  "db_repository": "mirror.example.com/aquasecurity/trivy-db:2", "severities": ["HIGH", "CRITICAL"],
+                  "registry_username": "fleet", "registry_password": "s3cret", "today": "2025-06-01"})
+    assert result["passed"] and result["counts"]["HIGH"] == 2
+    cmd, env = calls[0]
+    assert cmd[:4] == ["/usr/bin/trivy", "image", "--format", "json"]
+    for flag in ("--ignore-unfixed", "--skip-db-update", "--cache-dir", "--db-repository", "--timeout"):
+        assert flag in cmd
+    assert cmd[cmd.index("--severity") + 1] == "HIGH,CRITICAL"
+    assert cmd[-1] == "registry.example.com/ml/pytorch-cuda:v2.7"
+    assert env["TRIVY_PASSWORD"] == "s3cret" and "s3cret" not in cmd
+
+
+def test_from_report_fails_listing_offending_cves(calls):
+    result = run({"from_report": CRITICAL_REPORT, "today": "2025-06-01"}, expect=Fail)
+    assert not result["passed"] and calls == []
+    assert "CVE-2019-14697 musl 1.1.20-r4 (fixed: 1.1.20-r5)" in result["msg"]
+    assert [o["package"] for o in result["offending"]] == ["musl", "musl-utils"]
+
+
+def test_expired_allowlist_is_said(calls):
+    allow = [{"id": "CVE-2019-14697", "reason": "no i386", "expires": "2025-01-01"}]
+    result = run({"from_report": CRITICAL_REPORT, "allowlist": allow, "today": "2025-06-01"}, expect=Fail)
+    assert "Expired allowlist entries no longer count: CVE-2019-14697" in result["msg"]
+    live = run({"from_report": CRITICAL_REPORT, "allowlist": [dict(allow[0], expires="2026-01-01")],
+                "today": "2025-06-01"})
+    assert live["passed"] and len(live["allowlisted"]) == 2
+
+
+def test_report_dest_written_once(calls, tmp_path):
+    dest = str(tmp_path / "reports" / "img.trivy.json")
+    args = {"from_report": os.path.join(TRIVY, "alpine-3.12.json"), "max_counts": {}, "report_dest": dest}
+    first = run(args)
+    assert first["changed"] and json.load(open(dest))["ArtifactName"] == "alpine:3.12"
+    assert not run(args)["changed"]
+
+
+def test_check_mode_does_not_write(calls, tmp_path):
+    dest = str(tmp_path / "img.json")
+    result = run({"from_report": os.path.join(TRIVY, "alpine-3.12.json"), "max_counts": {}, "report_dest": dest,
+                  "_ansible_check_mode": True})
+    assert result["changed"] and not os.path.exists(dest)
+
+
+@pytest.mark.parametrize("args,words", [
+    ({"from_report": CRITICAL_REPORT, "allowlist": [{"id": "CVE-1", "reason": "r", "expires": "soon"}]},
+     "YYYY-MM-DD"),
+    ({"from_report": CRITICAL_REPORT, "max_counts": {"SEVERE": 0}}, "unknown severity"),
+    ({"from_report": CRITICAL_REPORT, "severities": ["HIGH", "BAD"]}, "severities: unknown BAD"),
+])
+def test_bad_policy_fails_before_scanning(calls, args, words):
+    assert words in run(args, expect=Fail)["msg"]
+    assert calls == []
+
+
+def test_missing_trivy_says_what_to_do(calls, monkeypatch):
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda module, name, required=False, opt_dirs=None: None)
+    result = run({"image": "x/y:1"}, expect=Fail)
+    assert "trivy is not installed" in result["msg"] and "from_report" in result["msg"]
