@@ -1,0 +1,231 @@
+"""Package selection of the nvidia_driver role for every source, including the ones the test
+containers cannot install (NVIDIA's CUDA repository, Ubuntu, RHEL), read through the role's vars files."""
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import nvidia_driver as nd
+
+ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "nvidia_driver")
+
+
+def load_yaml(*parts):
+    with open(os.path.join(ROLE, *parts)) as handle:
+        return yaml.safe_load(handle)
+
+
+def os_source(family_file):
+    return load_yaml("vars", family_file)["nvidia_driver_os_source"]
+
+
+# ---- branch floor -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("branch", ["535", "550", "580", "590", 580])
+def test_supported_branches_pass(branch):
+    assert nd.branch_problem(branch) is None
+
+
+@pytest.mark.parametrize("branch", ["470", "525", 470, "534"])
+def test_old_branches_are_refused_naming_the_floor(branch):
+    problem = nd.branch_problem(branch)
+    assert problem is not None
+    assert "535" in problem
+    assert str(branch) in problem
+
+
+@pytest.mark.parametrize("branch", ["latest", "", None, "5.80", "580-server", "58"])
+def test_non_numeric_branches_are_refused(branch):
+    problem = nd.branch_problem(branch)
+    assert problem is not None and "not a driver branch number" in problem and "535" in problem
+
+
+def test_default_branch_is_580_and_documented_the_same():
+    defaults = load_yaml("defaults", "main.yml")
+    spec = load_yaml("meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
+    assert defaults["nvidia_driver_branch"] == "580"
+    assert spec["nvidia_driver_branch"]["default"] == "580"
+    assert spec["nvidia_driver_branch"]["type"] == "str"
+
+
+def test_every_default_is_documented_with_the_same_value():
+    defaults = load_yaml("defaults", "main.yml")
+    spec = load_yaml("meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
+    assert set(defaults) == set(spec)
+    for name, option in spec.items():
+        assert option["default"] == defaults[name], name
+        assert option.get("description"), name
+        assert option.get("type"), name
+
+
+# ---- kernel module flavour ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("choice,turing,expected", [
+    ("auto", True, "open"),
+    ("auto", False, "proprietary"),
+    ("open", False, "open"),
+    ("proprietary", True, "proprietary"),
+])
+def test_kernel_flavour(choice, turing, expected):
+    assert nd.kernel_flavour(choice, turing) == expected
+
+
+def test_kernel_flavour_rejects_unknown():
+    with pytest.raises(ValueError):
+        nd.kernel_flavour("nouveau", True)
+
+
+# ---- default source per OS (vars files) ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("vars_file,source", [
+    ("Debian.yml", "debian"), ("Ubuntu.yml", "ubuntu"), ("RedHat.yml", "cuda"),
+])
+def test_default_source_per_os(vars_file, source):
+    assert os_source(vars_file) == source
+
+
+# ---- Debian non-free ----------------------------------------------------------------------------------------
+
+def test_debian_trixie_proprietary():
+    plan = nd.driver_plan("Debian", "debian", os_source("Debian.yml"), "550", "proprietary")
+    assert plan["packages"][:2] == ["nvidia-driver", "nvidia-kernel-dkms"]
+    assert "nvidia-persistenced" in plan["packages"]
+    assert plan["version_package"] == "nvidia-driver"
+    assert set(plan["packages"]) <= set(plan["hold"])
+    assert plan["package_manager"] == "apt"
+
+
+def test_debian_open_modules_use_debians_open_dkms_package():
+    plan = nd.driver_plan("Debian", "debian", "debian", "550", "open")
+    assert "nvidia-open-kernel-dkms" in plan["packages"]
+    assert "nvidia-kernel-dkms" not in plan["packages"]
+    assert "firmware-nvidia-gsp" in plan["packages"]
+
+
+def test_debian_with_nvswitch_asks_for_the_cuda_source():
+    with pytest.raises(ValueError, match="nvidia_driver_source: cuda"):
+        nd.driver_plan("Debian", "debian", "debian", "550", "open", fabricmanager=True)
+
+
+def test_debian_source_on_ubuntu_is_refused():
+    with pytest.raises(ValueError, match="needs Debian"):
+        nd.driver_plan("Debian", "ubuntu", "debian", "580", "open")
+
+
+# ---- Ubuntu -server packages --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("flavour,driver,dkms", [
+    ("proprietary", "nvidia-driver-580-server", "nvidia-dkms-580-server"),
+    ("open", "nvidia-driver-580-server-open", "nvidia-dkms-580-server-open"),
+])
+def test_ubuntu_server_packages(flavour, driver, dkms):
+    plan = nd.driver_plan("Debian", "ubuntu", os_source("Ubuntu.yml"), "580", flavour)
+    assert plan["packages"][0] == driver
+    assert plan["version_package"] == driver
+    assert dkms in plan["hold"]
+    assert driver in plan["hold"]
+    assert plan["fabricmanager"] == ""
+
+
+def test_ubuntu_fabricmanager_keeps_the_branch_in_its_name():
+    plan = nd.driver_plan("Debian", "ubuntu", "ubuntu", "580", "open", fabricmanager=True)
+    assert plan["fabricmanager"] == "nvidia-fabricmanager-580"
+    assert plan["fabricmanager"] in plan["hold"]
+    assert nd.fabricmanager_spec(plan["fabricmanager"], plan["fabricmanager_pin"], "580.95.05-0ubuntu0.24.04.2") == \
+        "nvidia-fabricmanager-580=580.95.05-*"
+
+
+# ---- NVIDIA CUDA repository (apt) -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("flavour,driver", [("proprietary", "cuda-drivers-580"), ("open", "nvidia-open-580")])
+def test_cuda_apt_driver(flavour, driver):
+    plan = nd.driver_plan("Debian", "debian", "cuda", "580", flavour)
+    assert plan["packages"] == [driver]
+    assert plan["version_package"] == driver
+    assert plan["package_manager"] == "apt"
+
+
+@pytest.mark.parametrize("branch,name,spec", [
+    ("535", "nvidia-fabricmanager-535", "nvidia-fabricmanager-535=535.274.02-*"),
+    ("570", "nvidia-fabricmanager-570", "nvidia-fabricmanager-570=570.195.03-*"),
+    ("580", "nvidia-fabricmanager", "nvidia-fabricmanager=580.95.05-*"),
+    ("590", "nvidia-fabricmanager", "nvidia-fabricmanager=590.44.01-*"),
+])
+def test_cuda_fabricmanager_name_changes_at_580_and_is_pinned(branch, name, spec):
+    versions = {"535": "535.274.02-1", "570": "570.195.03-1", "580": "580.95.05-1", "590": "590.44.01-1"}
+    plan = nd.driver_plan("Debian", "ubuntu", "cuda", branch, "open", fabricmanager=True)
+    assert plan["fabricmanager"] == name
+    assert name in plan["hold"]
+    assert nd.fabricmanager_spec(name, plan["fabricmanager_pin"], versions[branch]) == spec
+
+
+def test_fabricmanager_needs_a_known_driver_version():
+    with pytest.raises(ValueError, match="cannot match the fabric manager"):
+        nd.fabricmanager_spec("nvidia-fabricmanager", "apt", "")
+
+
+# ---- NVIDIA CUDA repository (RHEL dnf module) -------------------------------------------------------------
+
+@pytest.mark.parametrize("flavour,fm,spec", [
+    ("open", False, "@nvidia-driver:580-open"),
+    ("proprietary", False, "@nvidia-driver:580-dkms"),
+    ("open", True, "@nvidia-driver:580-open/fm"),
+])
+def test_rhel_module_stream(flavour, fm, spec):
+    plan = nd.driver_plan("RedHat", "rocky", os_source("RedHat.yml"), "580", flavour, fabricmanager=fm)
+    assert plan["packages"] == [spec]
+    assert plan["package_manager"] == "dnf"
+    assert plan["version_package"] == "nvidia-driver"
+    assert "kmod-nvidia-*" in plan["hold"]
+
+
+def test_rhel_fabricmanager_is_version_pinned_the_dnf_way():
+    plan = nd.driver_plan("RedHat", "rhel", "cuda", "570", "open", fabricmanager=True)
+    assert nd.fabricmanager_spec(plan["fabricmanager"], plan["fabricmanager_pin"], "3:570.195.03-1.el9") == \
+        "nvidia-fabricmanager-570-570.195.03"
+
+
+@pytest.mark.parametrize("os_id,major,version_id,expected", [
+    ("debian", "12", "12", "debian12"),
+    ("ubuntu", "24.04", "24.04", "ubuntu2404"),
+    ("ubuntu", "22.04", "22.04", "ubuntu2204"),
+    ("rocky", "9", "9.5", "rhel9"),
+    ("rhel", "9", "9.4", "rhel9"),
+])
+def test_cuda_repo_distro(os_id, major, version_id, expected):
+    assert nd.cuda_repo_distro(os_id, major, version_id) == expected
+
+
+@pytest.mark.parametrize("machine,expected", [("x86_64", "x86_64"), ("aarch64", "sbsa")])
+def test_cuda_repo_arch(machine, expected):
+    assert nd.cuda_repo_arch(machine) == expected
+
+
+def test_plan_refuses_old_branch_even_if_called_directly():
+    with pytest.raises(ValueError, match="535"):
+        nd.driver_plan("Debian", "debian", "cuda", "470", "proprietary")
+
+
+# ---- versions -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("package_version,upstream,branch", [
+    ("550.163.01-2", "550.163.01", "550"),          # Debian 13 nvidia-driver (apt-cache policy on trixie)
+    ("535.247.01-1~deb12u1", "535.247.01", "535"),  # Debian 12 style
+    ("580.95.05-0ubuntu0.24.04.2", "580.95.05", "580"),
+    ("3:580.95.05-1.el9", "580.95.05", "580"),
+    ("570.86.15-1", "570.86.15", "570"),
+])
+def test_upstream_version_and_branch(package_version, upstream, branch):
+    assert nd.upstream_version(package_version) == upstream
+    assert nd.branch_of(package_version) == branch
+
+
+@pytest.mark.parametrize("value", ["", None, "(none)", "none"])
+def test_unknown_versions(value):
+    assert nd.upstream_version(value) is None
+    assert nd.branch_of(value) is None
+
+
+def test_managed_packages_keeps_only_the_driver_stack():
+    held = ["nvidia-driver", "libcuda1", "openssh-server", "nvidia-kernel-dkms", "docker.io", "firmware-nvidia-gsp"]
+    assert nd.managed_packages(held) == ["firmware-nvidia-gsp", "libcuda1", "nvidia-driver", "nvidia-kernel-dkms"]

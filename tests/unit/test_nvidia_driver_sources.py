@@ -1,0 +1,153 @@
+"""apt source editing (components added in place, never duplicated) and the loaded-module version parser."""
+import pytest
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import nvidia_driver as nd
+
+NONFREE = ["contrib", "non-free", "non-free-firmware"]
+
+# /etc/apt/sources.list of the gpufleet-node:trixie test image (docker run --rm gpufleet-node:trixie cat /etc/apt/sources.list)
+TRIXIE_LIST = (
+    "deb http://deb.debian.org/debian trixie main\n"
+    "deb http://deb.debian.org/debian trixie-updates main\n"
+    "deb http://deb.debian.org/debian-security trixie-security main\n"
+)
+
+# /etc/apt/sources.list.d/debian.sources as the Debian 13 installer writes it (deb822 format)
+TRIXIE_DEB822 = (
+    "Types: deb deb-src\n"
+    "URIs: http://deb.debian.org/debian\n"
+    "Suites: trixie trixie-updates\n"
+    "Components: main non-free-firmware\n"
+    "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+    "\n"
+    "Types: deb deb-src\n"
+    "URIs: http://security.debian.org/debian-security\n"
+    "Suites: trixie-security\n"
+    "Components: main non-free-firmware\n"
+    "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+)
+
+
+def test_one_line_entries_get_the_components_in_place():
+    result = nd.add_apt_components(TRIXIE_LIST, "trixie", NONFREE)
+    assert result["found"] == 3
+    assert result["changed"]
+    lines = result["content"].splitlines()
+    assert len(lines) == 3
+    assert lines[0] == "deb http://deb.debian.org/debian trixie main contrib non-free non-free-firmware"
+    assert lines[2] == "deb http://deb.debian.org/debian-security trixie-security main contrib non-free non-free-firmware"
+    assert result["content"].endswith("\n")
+
+
+def test_second_pass_changes_nothing():
+    once = nd.add_apt_components(TRIXIE_LIST, "trixie", NONFREE)["content"]
+    twice = nd.add_apt_components(once, "trixie", NONFREE)
+    assert not twice["changed"]
+    assert twice["found"] == 3
+    assert twice["content"] == once
+
+
+def test_no_component_is_duplicated_when_some_are_there():
+    text = "deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://mirror/debian trixie main non-free\n"
+    result = nd.add_apt_components(text, "trixie", NONFREE)
+    line = result["content"].splitlines()[0]
+    assert line.split("]")[1].split() == ["http://mirror/debian", "trixie", "main", "non-free", "contrib",
+                                           "non-free-firmware"]
+    assert line.count("non-free ") + line.endswith("non-free") == 1
+
+
+def test_other_releases_comments_and_foreign_repos_are_left_alone():
+    text = (
+        "# deb http://deb.debian.org/debian trixie main\n"
+        "deb http://deb.debian.org/debian bookworm main\n"
+        "deb https://download.docker.com/linux/debian trixie stable\n"
+    )
+    result = nd.add_apt_components(text, "trixie", NONFREE)
+    assert result["content"].splitlines()[0] == "# deb http://deb.debian.org/debian trixie main"
+    assert result["content"].splitlines()[1] == "deb http://deb.debian.org/debian bookworm main"
+    # Docker's repository reuses the codename as its suite but is not a Debian entry (no main component).
+    assert result["content"].splitlines()[2] == "deb https://download.docker.com/linux/debian trixie stable"
+    assert result["found"] == 0
+    assert not result["changed"]
+
+
+def test_deb822_components_line_is_extended():
+    result = nd.add_apt_components(TRIXIE_DEB822, "trixie", NONFREE)
+    assert result["found"] == 2
+    components = [l for l in result["content"].splitlines() if l.startswith("Components:")]
+    assert components == ["Components: main non-free-firmware contrib non-free"] * 2
+    assert nd.add_apt_components(result["content"], "trixie", NONFREE)["changed"] is False
+
+
+def test_disabled_deb822_stanza_does_not_count():
+    text = "Enabled: no\nTypes: deb\nURIs: http://deb.debian.org/debian\nSuites: trixie\nComponents: main\n"
+    result = nd.add_apt_components(text, "trixie", NONFREE)
+    assert result["found"] == 0
+    assert not result["changed"]
+
+
+def test_empty_file_has_no_entry():
+    assert nd.add_apt_components("", "trixie", NONFREE) == {"content": "", "found": 0, "changed": False}
+
+
+def test_ubuntu_noble_deb822_gets_restricted_and_multiverse():
+    text = (
+        "Types: deb\n"
+        "URIs: http://archive.ubuntu.com/ubuntu/\n"
+        "Suites: noble noble-updates noble-backports\n"
+        "Components: main universe\n"
+        "Signed-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg\n"
+    )
+    result = nd.add_apt_components(text, "noble", ["restricted", "multiverse"])
+    assert "Components: main universe restricted multiverse" in result["content"]
+
+
+# ---- /proc/driver/nvidia/version ----------------------------------------------------------------------------
+# Lines below are real captured file contents, each with where it was published.
+
+# Open kernel module, 570 branch on Ubuntu 22.04 (an agent log in a public repository, `cat /proc/driver/nvidia/version`).
+PROC_OPEN_570 = (
+    "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.195.03  Release Build  "
+    "(dvs-builder@U22-I3-H04-03-1)  Sat Sep 20 00:47:16 UTC 2025\n"
+    "GCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n"
+)
+# Open kernel module on Fedora (a public install guide showing `cat /proc/driver/nvidia/version`).
+PROC_OPEN_555 = (
+    "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  555.58.02  Release Build  "
+    "(dvs-builder@U16-I3-B03-4-3)  Tue Jun 25 01:26:03 UTC 2024\n"
+    "GCC version:  gcc version 14.2.1 20240801 (Red Hat 14.2.1-1) (GCC) \n"
+)
+# Proprietary kernel module (a public troubleshooting note showing `cat /proc/driver/nvidia/version`).
+PROC_PROPRIETARY_515 = (
+    "NVRM version: NVIDIA UNIX x86_64 Kernel Module  515.76  Mon Sep 12 19:21:56 UTC 2022\n"
+    "GCC version:  gcc version 7.5.0 (Ubuntu 7.5.0-3ubuntu1~18.04)\n"
+)
+
+
+@pytest.mark.parametrize("text,version", [
+    (PROC_OPEN_570, "570.195.03"),
+    (PROC_OPEN_555, "555.58.02"),
+    (PROC_PROPRIETARY_515, "515.76"),
+])
+def test_loaded_version(text, version):
+    assert nd.loaded_version(text) == version
+
+
+@pytest.mark.parametrize("text", ["", None, "GCC version:  gcc version 12.3.0\n", "NVRM version: garbage\n"])
+def test_loaded_version_unknown(text):
+    assert nd.loaded_version(text) is None
+
+
+def test_loaded_version_compares_with_package_version():
+    assert nd.loaded_version(PROC_OPEN_570) == nd.upstream_version("570.195.03-0ubuntu0.22.04.1")
+
+
+def test_deb822_third_party_stanza_for_the_codename_is_left_alone():
+    text = (
+        "Types: deb\n"
+        "URIs: https://download.docker.com/linux/debian\n"
+        "Suites: trixie\n"
+        "Components: stable\n"
+    )
+    result = nd.add_apt_components(text, "trixie", NONFREE)
+    assert result == {"content": text, "found": 0, "changed": False}
