@@ -44,12 +44,7 @@ def cluster_address(hostvars, host):
     return hv.get("gpufleet_cluster_address") or hv.get("ansible_host") or host
 
 
-def mpi_rank_check(stdout, hostfile_text, hostvars, hosts):
-    """Check that rank i ran on the node of hostfile line i.
-
-    Returns {"ranks": [{rank, host, expected, inventory_host, ok}], "problems": [...]}.
-    """
-    entries = mpi_hostfile_hosts(hostfile_text)
+def _by_address(hostvars, hosts):
     by_address = {}
     for host in hosts:
         hv = hostvars[host]
@@ -57,6 +52,21 @@ def mpi_rank_check(stdout, hostfile_text, hostvars, hosts):
         expected = facts.get("hostname") or hv.get("ansible_hostname") or host
         for key in (cluster_address(hostvars, host), host):
             by_address[key] = (host, expected)
+    return by_address
+
+
+def mpi_hosts_for(hostfile_text, hostvars, hosts):
+    """The hostfile entries that belong to the given inventory hosts, in hostfile order."""
+    by_address = _by_address(hostvars, hosts)
+    return [entry for entry in mpi_hostfile_hosts(hostfile_text) if entry in by_address]
+
+
+def mpi_rank_check(stdout, entries, hostvars, hosts):
+    """Check that rank i ran on the node of entries[i] (the --host list mpirun was given, in order).
+
+    Returns {"ranks": [{rank, host, expected, inventory_host, ok}], "problems": [...]}.
+    """
+    by_address = _by_address(hostvars, hosts)
     seen = {}
     for line in (stdout or "").splitlines():
         match = RANK_RE.match(line.strip())
@@ -77,7 +87,7 @@ def mpi_rank_check(stdout, hostfile_text, hostvars, hosts):
     if extra:
         problems.append("unexpected ranks %s" % ", ".join(str(r) for r in extra))
     if not entries:
-        problems.append("the hostfile lists no host")
+        problems.append("the hostfile lists none of the nodes checked")
     return {"ranks": ranks, "problems": problems}
 
 
@@ -86,5 +96,6 @@ class FilterModule(object):
         return {
             "ddp_result": ddp_result,
             "mpi_hostfile_hosts": mpi_hostfile_hosts,
+            "mpi_hosts_for": mpi_hosts_for,
             "mpi_rank_check": mpi_rank_check,
         }
