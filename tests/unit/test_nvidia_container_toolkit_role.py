@@ -1,0 +1,144 @@
+"""gpufleet.cluster.nvidia_container_toolkit run for real with ansible-playbook against a daemon.json in a
+temporary directory: GPU gating, the nvidia runtime merged through container_runtime's daemon.json merge,
+input checks. Docker and the package manager are not touched (manage_service and install_packages false);
+the package tasks are checked for the pinned versions they would install."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROLE = os.path.join(ROOT, "roles", "nvidia_container_toolkit")
+ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+VALIDATE = sys.executable + " -c 'import json,sys; json.load(open(sys.argv[1]))' %s"
+
+PLAYBOOK = """
+- name: Run the toolkit role
+  hosts: localhost
+  gather_facts: false
+  vars:
+    gpufleet_node:
+      gpu_count: {gpus}
+      os: {{id: debian, major: "13", family: Debian, codename: trixie}}
+  tasks:
+    - name: Run the nvidia_container_toolkit role
+      ansible.builtin.include_role:
+        name: gpufleet.cluster.nvidia_container_toolkit
+"""
+
+
+def run_role(tmp_path, gpus, **role_vars):
+    path = tmp_path / "docker" / "daemon.json"
+    runtime = tmp_path / "nvidia-container-runtime"
+    if not runtime.exists():
+        runtime.write_text("#!/bin/sh\nexec runc \"$@\"\n")
+        runtime.chmod(0o755)
+    extra = {
+        "container_runtime_daemon_json_path": str(path),
+        "container_runtime_daemon_json_validate": VALIDATE,
+        "container_runtime_manage_service": False,
+        "nvidia_container_toolkit_install_packages": False,
+        "nvidia_container_toolkit_runtime_path": str(runtime),
+        "nvidia_container_toolkit_cdi": False,
+        "ansible_python_interpreter": sys.executable,
+    }
+    extra.update(role_vars)
+    play = tmp_path / "play.yml"
+    play.write_text(PLAYBOOK.format(gpus=gpus))
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_NOCOLOR="1",
+               ANSIBLE_FORCE_COLOR="0", ANSIBLE_INVENTORY="localhost,", ANSIBLE_LOCALHOST_WARNING="false")
+    proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", "localhost,", "-c", "local", str(play),
+                           "-e", json.dumps(extra)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    changed = None
+    for line in out.splitlines():
+        if line.startswith("localhost") and "changed=" in line:
+            changed = int(line.split("changed=")[1].split()[0])
+    return proc.returncode, out.replace("\n", " "), changed, path, str(runtime)
+
+
+FOREIGN = {"registry-mirrors": ["https://mirror.example.internal"], "data-root": "/srv/docker",
+           "default-shm-size": "8G", "log-opts": {"max-size": "100m"}}
+
+
+def write(path, data):
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+def test_gpu_less_node_is_left_alone(tmp_path):
+    write(tmp_path / "docker" / "daemon.json", FOREIGN)
+    rc, out, changed, path, _ = run_role(tmp_path, 0)
+    assert rc == 0, out
+    assert changed == 0, out
+    assert "has no NVIDIA GPU" in out and "nvidia_container_toolkit_force" in out
+    assert json.loads(path.read_text()) == FOREIGN
+
+
+def test_gpu_node_gets_nvidia_as_default_runtime_and_keeps_foreign_keys(tmp_path):
+    write(tmp_path / "docker" / "daemon.json", FOREIGN)
+    rc, out, changed, path, runtime = run_role(tmp_path, 8)
+    assert rc == 0, out
+    assert changed == 1, out
+    assert json.loads(path.read_text()) == {
+        **FOREIGN, "runtimes": {"nvidia": {"path": runtime, "args": []}}, "default-runtime": "nvidia"}
+    rc, out, changed, _, _ = run_role(tmp_path, 8)
+    assert rc == 0 and changed == 0, out
+
+
+def test_forced_on_gpu_less_node_and_runtime_without_default(tmp_path):
+    write(tmp_path / "docker" / "daemon.json", {"runtimes": {"crun": {"path": "/usr/bin/crun"}}})
+    rc, out, changed, path, runtime = run_role(tmp_path, 0, nvidia_container_toolkit_force=True,
+                                               nvidia_container_toolkit_default_runtime=False)
+    assert rc == 0, out
+    assert json.loads(path.read_text()) == {
+        "runtimes": {"crun": {"path": "/usr/bin/crun"}, "nvidia": {"path": runtime, "args": []}}}
+
+
+def test_missing_runtime_binary_stops_before_daemon_json_changes(tmp_path):
+    write(tmp_path / "docker" / "daemon.json", FOREIGN)
+    rc, out, _, path, _ = run_role(tmp_path, 8,
+                                   nvidia_container_toolkit_runtime_path="/nonexistent/nvidia-container-runtime")
+    assert rc != 0
+    assert "/nonexistent/nvidia-container-runtime is missing" in out
+    assert json.loads(path.read_text()) == FOREIGN
+
+
+@pytest.mark.parametrize("version", ["latest", "1.17", "v1.17.8"])
+def test_bad_version_fails_before_any_change(tmp_path, version):
+    write(tmp_path / "docker" / "daemon.json", FOREIGN)
+    rc, out, _, path, _ = run_role(tmp_path, 8, nvidia_container_toolkit_version=version)
+    assert rc != 0
+    assert "must be X.Y.Z" in out and "Nothing was changed" in out
+    assert json.loads(path.read_text()) == FOREIGN
+
+
+def load_yaml(*parts):
+    with open(os.path.join(ROLE, *parts)) as handle:
+        return yaml.safe_load(handle)
+
+
+def test_every_variable_is_documented_with_its_default():
+    defaults = load_yaml("defaults", "main.yml")
+    spec = load_yaml("meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
+    assert set(defaults) == set(spec)
+    for name, option in spec.items():
+        assert option["default"] == defaults[name], name
+        assert option.get("type") and option.get("description"), name
+
+
+def test_packages_are_pinned_and_held():
+    apt_tasks = load_yaml("tasks", "install-Debian.yml")
+    install = next(t for t in apt_tasks if t["name"] == "Install the container toolkit at the pinned version")
+    assert "'=' ~ nvidia_container_toolkit_version ~ '-*'" in install["ansible.builtin.apt"]["name"]
+    hold = next(t for t in apt_tasks if "ansible.builtin.dpkg_selections" in t)
+    assert hold["loop"] == "{{ nvidia_container_toolkit_packages }}"
+    dnf_tasks = load_yaml("tasks", "install-RedHat.yml")
+    assert any("community.general.dnf_versionlock" in t for t in dnf_tasks)
+    repo = next(t for t in apt_tasks if "ansible.builtin.deb822_repository" in t)["ansible.builtin.deb822_repository"]
+    assert repo["uris"] == ["{{ nvidia_container_toolkit_repo_url }}/deb/$(ARCH)"]
+    assert repo["suites"] == ["/"]
