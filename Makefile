@@ -33,8 +33,9 @@ venv: $(VENV)/.installed  ## Python tools (ansible, molecule, linters) in .venv
 docker:  ## Make sure a Docker engine answers (installs docker.io, starts dockerd)
 	@scripts/ensure-docker.sh
 
-image: docker  ## Build the Debian 13 node image (cached by recipe hash)
+image: docker  ## Build the Debian 13 node image (cached by recipe hash) and start the shared apt cache
 	@scripts/build-node-image.sh
+	@scripts/ensure-apt-cache.sh
 
 lab: venv image  ## Start LAB_NODES node containers and run site.yml + validate on them over SSH
 	@$(BIN)/python scripts/lab.py up --nodes $(LAB_NODES)
@@ -68,5 +69,7 @@ test: venv  ## Everything: lint, syntax, unit, collection, molecule
 benchmark: venv image  ## No-op run figures for 1 and 4 lab nodes
 	@$(BIN)/python scripts/benchmark.py
 
-clean: lab-down  ## Remove the venv and caches
+clean: lab-down  ## Remove the venv, caches and the shared apt cache
+	-docker rm -f gpufleet-apt-cache >/dev/null 2>&1
+	-docker volume rm gpufleet-apt-cache >/dev/null 2>&1
 	rm -rf $(VENV) .cache

@@ -53,7 +53,8 @@ case "$method" in
         exit 1
       fi
     fi
-    base="gpufleet-node-rootfs:$recipe_hash"
+    # The rootfs depends only on the package list and the mirror.
+    base="gpufleet-node-rootfs:$(printf '%s\n' "$mirror" | cat - "$recipe_dir/packages.txt" | sha256sum | cut -c1-16)"
     if ! docker image inspect "$base" >/dev/null 2>&1; then
       rootfs=$(mktemp -d /tmp/gpufleet-rootfs.XXXXXX)
       trap 'rm -rf "$rootfs"' EXIT

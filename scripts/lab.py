@@ -28,7 +28,6 @@ IMAGE = os.environ.get("GPUFLEET_NODE_IMAGE", "gpufleet-node:trixie")
 NETWORK = os.environ.get("LAB_NETWORK", "gpufleet-lab")
 SUBNET = ipaddress.ip_network(os.environ.get("LAB_SUBNET", "172.30.240.0/24"))
 LABEL = "gpufleet.lab=1"
-APT_CACHE = "gpufleet-apt-cache"
 
 
 def sh(cmd, check=True, capture=False, **kwargs):
@@ -62,6 +61,7 @@ def node_address(index):
 def ensure_prerequisites():
     sh([os.path.join(ROOT, "scripts", "ensure-docker.sh")])
     sh([os.path.join(ROOT, "scripts", "build-node-image.sh")])
+    sh([os.path.join(ROOT, "scripts", "ensure-apt-cache.sh")])
     os.makedirs(LAB_DIR, exist_ok=True)
     if not os.path.exists(KEY):
         log("making the lab SSH key %s" % os.path.relpath(KEY, ROOT))
@@ -87,8 +87,8 @@ def start_node(index):
         "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
         "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
         "--tmpfs", "/run", "--tmpfs", "/run/lock",
-        # one apt cache for every test node; Docker-in-node gets a real filesystem
-        "-v", "%s:/var/cache/apt/archives" % APT_CACHE, "-v", "/var/lib/docker",
+        # Docker-in-node gets a real filesystem
+        "-v", "/var/lib/docker",
         IMAGE, "/lib/systemd/systemd"], capture=True)
     return True
 
@@ -226,7 +226,7 @@ def down():
         if os.path.exists(path):
             os.remove(path)
     shutil.rmtree(LAB_DIR, ignore_errors=True)
-    log("lab removed (the shared apt cache volume %s and the node image stay)" % APT_CACHE)
+    log("lab removed (the node image and the shared apt cache stay; `make clean` removes the cache)")
 
 
 def main(argv):
