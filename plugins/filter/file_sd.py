@@ -40,7 +40,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: File_sd target groups, each C({targets: [host:port], labels: {...}}).
+  description: "File_sd target groups, each C({targets: [host:port], labels: {...}})."
   type: list
   elements: dict
 """
