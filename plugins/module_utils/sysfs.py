@@ -112,19 +112,28 @@ def _hex_id(value):
         return None
 
 
+def _sorted_entries(path):
+    """Names in a sysfs directory, sorted; none when it does not exist."""
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def _numa_node(path):
+    """The numa_node file as an int; None when absent or unreadable (-1 means no NUMA affinity)."""
+    value = read_text(path)
+    return int(value) if value not in (None, "") and value.lstrip("-").isdigit() else None
+
+
 def read_pci_devices(root="/", vendor=NVIDIA_VENDOR):
     """List PCI devices of one vendor from <root>/sys/bus/pci/devices, sorted by address."""
     base = _path(root, "sys/bus/pci/devices")
     devices = []
-    try:
-        names = sorted(os.listdir(base))
-    except OSError:
-        return devices
-    for bdf in names:
+    for bdf in _sorted_entries(base):
         dev_dir = os.path.join(base, bdf)
         if (read_text(os.path.join(dev_dir, "vendor")) or "").lower() != vendor:
             continue
-        numa = read_text(os.path.join(dev_dir, "numa_node"))
         driver_link = os.path.join(dev_dir, "driver")
         driver = os.path.basename(os.readlink(driver_link)) if os.path.islink(driver_link) else None
         devices.append({
@@ -132,7 +141,7 @@ def read_pci_devices(root="/", vendor=NVIDIA_VENDOR):
             "vendor": vendor,
             "device": (read_text(os.path.join(dev_dir, "device")) or "").lower(),
             "class": (read_text(os.path.join(dev_dir, "class")) or "").lower(),
-            "numa_node": int(numa) if numa not in (None, "") and numa.lstrip("-").isdigit() else None,
+            "numa_node": _numa_node(os.path.join(dev_dir, "numa_node")),
             "driver": driver,
         })
     return devices
@@ -151,22 +160,13 @@ def read_infiniband(root="/"):
     """List RDMA devices under <root>/sys/class/infiniband with their ports (state, rate, link layer)."""
     base = _path(root, "sys/class/infiniband")
     hcas = []
-    try:
-        names = sorted(os.listdir(base))
-    except OSError:
-        return hcas
-    for name in names:
+    for name in _sorted_entries(base):
         hca_dir = os.path.join(base, name)
         device_dir = os.path.join(hca_dir, "device")
         pci = None
         if os.path.islink(device_dir):
             pci = os.path.basename(os.readlink(device_dir))
-        numa = read_text(os.path.join(device_dir, "numa_node"))
-        netdevs = []
-        try:
-            netdevs = sorted(os.listdir(os.path.join(device_dir, "net")))
-        except OSError:
-            pass
+        netdevs = _sorted_entries(os.path.join(device_dir, "net"))
         ports = []
         ports_dir = os.path.join(hca_dir, "ports")
         try:
@@ -185,7 +185,7 @@ def read_infiniband(root="/"):
         hcas.append({
             "name": name,
             "pci_address": pci,
-            "numa_node": int(numa) if numa not in (None, "") and numa.lstrip("-").isdigit() else None,
+            "numa_node": _numa_node(os.path.join(device_dir, "numa_node")),
             "netdevs": netdevs,
             "ports": ports,
         })
