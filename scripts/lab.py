@@ -226,6 +226,8 @@ def down():
         if os.path.exists(path):
             os.remove(path)
     shutil.rmtree(LAB_DIR, ignore_errors=True)
+    # The lab's cluster key pair (cluster_ssh keeps it beside the inventory).
+    shutil.rmtree(os.path.join(ROOT, "inventories", "lab", ".gpufleet"), ignore_errors=True)
     log("lab removed (the node image and the shared apt cache stay; `make clean` removes the cache)")
 
 
