@@ -11,6 +11,8 @@ __metaclass__ = type
 import json
 import re
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_address
+
 DDP_PREFIX = "GPUFLEET_DDP_RESULT "
 RANK_RE = re.compile(r"^GPUFLEET_RANK\s+(\d+)\s+(\S+)\s*$")
 
@@ -38,19 +40,13 @@ def mpi_hostfile_hosts(text):
     return hosts
 
 
-def cluster_address(hostvars, host):
-    """The address nodes reach each other on: gpufleet_cluster_address, else ansible_host, else the name."""
-    hv = hostvars[host]
-    return hv.get("gpufleet_cluster_address") or hv.get("ansible_host") or host
-
-
 def _by_address(hostvars, hosts):
     by_address = {}
     for host in hosts:
         hv = hostvars[host]
         facts = hv.get("ansible_facts") or {}
         expected = facts.get("hostname") or hv.get("ansible_hostname") or host
-        for key in (cluster_address(hostvars, host), host):
+        for key in (node_address(hv, host), host):
             by_address[key] = (host, expected)
     return by_address
 

@@ -1,0 +1,20 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Filters about the cluster's nodes; the work is done in module_utils/cluster.py."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_ip_addresses
+
+
+def cluster_node_addresses(hosts, hostvars):
+    """IP addresses of the given inventory hosts (inventory values first, facts where gathered)."""
+    return node_ip_addresses(hostvars, hosts)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"cluster_node_addresses": cluster_node_addresses}
