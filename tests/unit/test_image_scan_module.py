@@ -4,21 +4,13 @@ import os
 
 import pytest
 from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpufleet.cluster.plugins.modules import image_scan
 from conftest import FIXTURES
+from module_harness import Exit, Fail, patch_module, run_main
 
 TRIVY = os.path.join(FIXTURES, "trivy")
 CRITICAL_REPORT = os.path.join(TRIVY, "alpine-39-high-critical.json")
-
-
-class Exit(Exception):
-    pass
-
-
-class Fail(Exception):
-    pass
 
 
 @pytest.fixture
@@ -30,19 +22,12 @@ def calls(monkeypatch):
         with open(os.path.join(TRIVY, "alpine-3.12.json")) as handle:
             return 0, handle.read(), ""
 
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", lambda module, **kw: (_ for _ in ()).throw(Exit(kw)))
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", lambda module, **kw: (_ for _ in ()).throw(Fail(kw)))
-    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
-    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
-                        lambda module, name, required=False, opt_dirs=None: "/usr/bin/" + name)
+    patch_module(monkeypatch, run_command)
     return recorded
 
 
 def run(args, expect=Exit):
-    with patch_module_args(args):
-        with pytest.raises(expect) as info:
-            image_scan.main()
-    return info.value.args[0]
+    return run_main(image_scan.main, args, expect)
 
 
 def test_trivy_flags_and_credentials(calls):

@@ -3,11 +3,10 @@ import json
 import os
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpufleet.cluster.plugins.modules import signed_image
 from conftest import FIXTURES
+from module_harness import Exit, Fail, patch_module, run_main
 
 COSIGN_DIR = os.path.join(FIXTURES, "cosign")
 REPO = "registry.gpufleet.test:5000/gpufleet/pytorch-cuda"
@@ -17,14 +16,6 @@ VERIFY_OK = open(os.path.join(COSIGN_DIR, "verify_key_debian_2.5.0.json")).read(
 PEM = open(os.path.join(COSIGN_DIR, "fleet.pub")).read()
 FAILURES = dict((c["name"], c) for c in __import__("yaml").safe_load(
     open(os.path.join(COSIGN_DIR, "verify_failures.yml"))))
-
-
-class Exit(Exception):
-    pass
-
-
-class Fail(Exception):
-    pass
 
 
 class FakeHost(object):
@@ -65,26 +56,12 @@ class FakeHost(object):
 def host(monkeypatch):
     fake = FakeHost()
 
-    def exit_json(module, **kwargs):
-        raise Exit(kwargs)
-
-    def fail_json(module, **kwargs):
-        raise Fail(kwargs)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-    monkeypatch.setattr(basic.AnsibleModule, "run_command",
-                        lambda module, cmd, **kwargs: fake.run_command(module, cmd, **kwargs))
-    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
-                        lambda module, name, required=False, opt_dirs=None: "/usr/bin/" + name)
+    patch_module(monkeypatch, lambda module, cmd, **kwargs: fake.run_command(module, cmd, **kwargs))
     return fake
 
 
 def run(args, expect=Exit):
-    with patch_module_args(args):
-        with pytest.raises(expect) as info:
-            signed_image.main()
-    return info.value.args[0]
+    return run_main(signed_image.main, args, expect)
 
 
 BASE = {"image": REPO + ":v2.7", "key": PEM, "ignore_tlog": True, "insecure_registry": True,
