@@ -146,3 +146,29 @@ def test_bad_expectation_fails_before_running_nvidia_smi(monkeypatch):
     assert outcome.failed is True
     assert "invalid GPU topology expectations" in outcome.result["msg"]
     assert calls == []
+
+
+def test_captured_h200_gives_the_fact_the_module_gave_on_that_machine(monkeypatch):
+    """The three outputs captured on an H200 node, fed back: the fact is the one the module returned there."""
+    import json
+    outputs = {"query": (0, load("query-gpu-h200-1gpu-vm-r580.txt"), ""),
+               "topo": (0, load("topo-h200-1gpu-vm-r580.txt"), ""),
+               "nvlink": (0, load("nvlink-s-h200-1gpu-vm-r580.txt"), "")}
+    on_device = json.loads(load("gpu-topology-fact-h200-1gpu-vm-r580.txt"))
+    outcome, _ = run(monkeypatch, {"min_driver_branch": 535, "fail_on_violation": False}, outputs)
+    assert outcome.failed is False
+    assert outcome.result["ansible_facts"] == on_device["ansible_facts"]
+    assert outcome.result["violations"] == on_device["violations"] == []
+    facts = outcome.result["ansible_facts"]["gpu_topology"]
+    assert facts["summary"] == "1x NVIDIA H200, no NIC"
+    assert facts["gpus"][0]["memory_total_mib"] == 143771
+
+
+def test_captured_h200_against_an_8_gpu_profile(monkeypatch):
+    outputs = {"query": (0, load("query-gpu-h200-1gpu-vm-r580.txt"), ""),
+               "topo": (0, load("topo-h200-1gpu-vm-r580.txt"), ""),
+               "nvlink": (0, load("nvlink-s-h200-1gpu-vm-r580.txt"), "")}
+    outcome, _ = run(monkeypatch, {"gpu_count": 8, "min_driver_branch": 590}, outputs)
+    assert outcome.failed is True
+    assert any("gpu_count: found 1, expected 8" in line for line in outcome.result["violations"])
+    assert any("590" in line for line in outcome.result["violations"])

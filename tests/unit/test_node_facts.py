@@ -184,3 +184,18 @@ def test_infiniband_port_strings():
                             rate="400 Gb/sec (4X NDR)", link_layer="InfiniBand")
     assert port == {"port": 1, "state": "ACTIVE", "phys_state": "LinkUp", "rate_gbps": 400.0,
                     "rate": "400 Gb/sec (4X NDR)", "link_layer": "InfiniBand"}
+
+
+def test_captured_h200_vm_tree(tmp_path):
+    """PCI attributes copied from an H200 node by scripts/capture-gpu-node.sh (tests/fixtures/sysfs/README.md):
+    the same nvidia_gpus node_facts returned on that machine."""
+    root = os.path.join(os.path.dirname(__file__), "..", "fixtures", "sysfs", "h200_vm")
+    os_release = tmp_path / "os-release"
+    os_release.write_text(UBUNTU_2404)
+    facts = node_facts.gather(root, str(os_release))
+    assert facts["nvidia_gpus"] == [{"bdf": "0000:00:06.0", "vendor": "0x10de", "device": "0x2335",
+                                     "class": "0x030200", "numa_node": -1, "driver": "nvidia"}]
+    assert facts["gpu_count"] == 1
+    assert facts["gpus_turing_or_newer"] is True
+    assert facts["nvswitch"] is False
+    assert facts["hca_count"] == 0

@@ -124,6 +124,12 @@ PROC_PROPRIETARY_515 = (
 )
 
 
+def test_loaded_version_captured_h200():
+    from test_nvidia_smi import load
+    assert nd.loaded_version(load("proc-driver-version-h200-vm-r580.txt")) == "580.159.04"
+    assert nd.branch_of(nd.loaded_version(load("proc-driver-version-h200-vm-r580.txt"))) == "580"
+
+
 @pytest.mark.parametrize("text,version", [
     (PROC_OPEN_570, "570.195.03"),
     (PROC_OPEN_555, "555.58.02"),

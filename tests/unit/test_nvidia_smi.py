@@ -15,12 +15,18 @@ def load(name):
     header, sep, body = text.partition("\n---\n")
     assert sep, "%s has no source header" % name
     assert all(line.startswith("# ") for line in header.splitlines()), name
-    assert "# source: http" in header, "%s does not name its source" % name
+    assert "# source: http" in header or "# source: captured with scripts/capture-gpu-node.sh" in header, \
+        "%s does not name its source" % name
     return body
 
 
 # name: (gpus, nics, affinity columns, {(a, b): code}, {gpu: (cpu affinity, numa affinity)}, nic legend)
 TOPO_CASES = {
+    "topo-h200-1gpu-vm-r580.txt": (
+        1, 0, ["cpu_affinity", "numa_affinity", "gpu_numa_id"],
+        {("GPU0", "GPU0"): "X"},
+        {"GPU0": ("0-15", "0")},
+        {}),
     "topo-hgx-h100-8gpu-8nic-r570.txt": (
         8, 8, ["cpu_affinity", "numa_affinity", "gpu_numa_id"],
         {("GPU3", "GPU5"): "NV18", ("GPU0", "NIC0"): "PIX", ("GPU4", "NIC0"): "SYS", ("NIC7", "NIC7"): "X"},
@@ -151,8 +157,20 @@ def test_nvlink_status_empty_output():
     assert nvidia_smi.parse_nvlink_status("") == []
 
 
-# No public capture of exactly these six fields was found; these lines follow the documented
-# --format=csv,noheader,nounits layout to exercise the edge cases (header, units, comma in a name).
+def test_query_gpu_captured_h200():
+    gpus = nvidia_smi.parse_query_gpu(load("query-gpu-h200-1gpu-vm-r580.txt"))
+    assert gpus == [{"index": 0, "name": "NVIDIA H200", "uuid": "GPU-8623a53b-6368-076c-7ffe-844bb35674a7",
+                     "pci_bus_id": "00000000:00:06.0", "memory_total_mib": 143771, "driver_version": "580.159.04"}]
+
+
+def test_nvlink_status_captured_without_nvlink():
+    # nvidia-smi nvlink -s on a GPU that shows no NVLink: exit 0, nothing printed.
+    assert load("nvlink-s-h200-1gpu-vm-r580.txt") == ""
+    assert nvidia_smi.parse_nvlink_status(load("nvlink-s-h200-1gpu-vm-r580.txt")) == []
+
+
+# Edge cases the capture does not show (a header line, units left on, a comma inside a name), in the
+# documented --format=csv,noheader,nounits layout.
 def test_query_gpu_rows():
     text = ("0, NVIDIA H100 80GB HBM3, GPU-0, 00000000:18:00.0, 81559, 570.133.20\n"
             "1, NVIDIA H100, PCIe, GPU-1, 00000000:2A:00.0, 81559 MiB, 570.133.20\n")
