@@ -138,6 +138,10 @@ def main(argv=None):
     algbw, busbw = bus_bandwidth_gbps(numel * 4, elapsed, world_size)
 
     hosts = gather_hostnames(dist, torch, device, world_size)
+    # Tear down in step: DDP's reducer first, then a barrier so that no rank closes its connections while a
+    # peer is still finishing a collective (gloo aborts the late rank with "terminate called" otherwise).
+    del optimizer, ddp
+    dist.barrier()
     dist.destroy_process_group()
 
     problems = []
