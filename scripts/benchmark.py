@@ -84,25 +84,34 @@ def run_json(playbook, *extra):
 
 
 def task_rows(data):
-    """One row per task: name, action, seconds, host count, changed count."""
-    rows = []
+    """One row per task: name, action, seconds, host count, changed count.
+
+    Under strategy free the callback records a task once per host that runs it: those entries (same play,
+    same place in the source) are merged into one row whose seconds are the longest host's, as a linear
+    play's task lasts as long as its slowest host."""
+    merged = {}
     for play in data.get("plays", []):
         for task in play.get("tasks", []):
             info = task.get("task", {})
+            # Included tasks may get a new id per host under strategy free: their place in the source is stable.
+            key = (play.get("play", {}).get("id"), info.get("path") or info.get("id") or id(task), info.get("name"))
             duration = info.get("duration", {})
-            seconds = 0.0
+            entry = merged.setdefault(key, {"name": info.get("name", "?"), "hosts": {}, "seconds": 0.0})
+            entry["hosts"].update(task.get("hosts", {}))
             if duration.get("start") and duration.get("end"):
-                seconds = _ts(duration["end"]) - _ts(duration["start"])
-            hosts = task.get("hosts", {})
-            actions = {h.get("action") for h in hosts.values() if isinstance(h, dict) and h.get("action")}
-            rows.append({
-                "name": info.get("name", "?"),
-                "action": next(iter(actions), ""),
-                "seconds": seconds,
-                "hosts": len(hosts),
-                "changed": sum(1 for h in hosts.values() if isinstance(h, dict) and h.get("changed")),
-                "skipped": all(isinstance(h, dict) and h.get("skipped") for h in hosts.values()) if hosts else True,
-            })
+                entry["seconds"] = max(entry["seconds"], _ts(duration["end"]) - _ts(duration["start"]))
+    rows = []
+    for entry in merged.values():
+        hosts = entry["hosts"]
+        actions = {h.get("action") for h in hosts.values() if isinstance(h, dict) and h.get("action")}
+        rows.append({
+            "name": entry["name"],
+            "action": next(iter(actions), ""),
+            "seconds": entry["seconds"],
+            "hosts": len(hosts),
+            "changed": sum(1 for h in hosts.values() if isinstance(h, dict) and h.get("changed")),
+            "skipped": all(isinstance(h, dict) and h.get("skipped") for h in hosts.values()) if hosts else True,
+        })
     return rows
 
 
