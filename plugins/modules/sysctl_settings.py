@@ -14,7 +14,7 @@ short_description: Write a set of kernel settings to one sysctl.d file and apply
 version_added: "0.1.0"
 description:
   - Writes O(settings) as C(key=value) lines to one file under C(/etc/sysctl.d) and, with O(apply), sets every
-    key whose live value under C(/proc/sys) differs. One call for the whole set: a no-op run reads the file
+    key whose live value under C(/proc/sys) differs. One call for the whole set; a no-op run reads the file
     and the live values and changes nothing.
   - Checks every key before changing anything. With O(apply), a key that has no C(/proc/sys) entry fails the
     task before anything is written; a value the kernel refuses fails it too, after the keys set before it
