@@ -42,7 +42,9 @@ PLAY
     echo "ansible-doc ok: gpufleet.cluster.$module"
   done
   ansible-playbook -i localhost, -c local -e 'ansible_python_interpreter={{ ansible_playbook_python }}' smoke.yml >"$work/smoke.log" 2>&1 || { cat "$work/smoke.log"; exit 1; }
-  ansible-galaxy collection list gpufleet.cluster 2>/dev/null | grep -q "^# $work/collections/ansible_collections" \
-    || { echo "installed collection not found on the scratch path"; exit 1; }
+  # Read the whole listing first: grep -q in a pipefail pipeline can end ansible-galaxy with SIGPIPE.
+  listing=$(ansible-galaxy collection list gpufleet.cluster 2>/dev/null || true)
+  grep -q "^# $work/collections/ansible_collections" <<<"$listing" \
+    || { echo "installed collection not found on the scratch path"; echo "$listing"; exit 1; }
 )
 echo "collection ok: built, installed and used from $work/collections"
