@@ -82,7 +82,7 @@ def normalize(value):
 
 
 def render(settings, header):
-    lines = [line for line in (header or "").splitlines()]
+    lines = (header or "").splitlines()
     lines += ["%s=%s" % (key, normalize(settings[key])) for key in sorted(settings)]
     return "\n".join(lines) + "\n"
 
