@@ -10,7 +10,7 @@ export GPUFLEET_NODE_IMAGE ?= gpufleet-node:trixie
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help venv docker image lab lab-up lab-down lint syntax unit collection molecule test test-fast benchmark clean
+.PHONY: help venv docker image training-image lab lab-up lab-down lint syntax unit collection molecule test test-fast benchmark clean
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -33,9 +33,13 @@ venv: $(VENV)/.installed  ## Python tools (ansible, molecule, linters) in .venv
 docker:  ## Make sure a Docker engine answers (installs docker.io, starts dockerd)
 	@scripts/ensure-docker.sh
 
-image: docker  ## Build the Debian 13 node image (cached by recipe hash) and start the shared apt cache
+image: docker  ## Build the Debian 13 node image (cached by recipe hash), start the shared apt cache, build the training image
 	@scripts/build-node-image.sh
 	@scripts/ensure-apt-cache.sh
+	@$(MAKE) --no-print-directory training-image
+
+training-image: docker  ## Build the CPU training image (cached by recipe)
+	@scripts/build-training-image.sh
 
 lab: venv image  ## Start LAB_NODES node containers and run site.yml + validate on them over SSH
 	@$(BIN)/python scripts/lab.py up --nodes $(LAB_NODES)

@@ -5,23 +5,24 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import nvidia_dri
 
 NONFREE = ["contrib", "non-free", "non-free-firmware"]
 
-# /etc/apt/sources.list of the gpufleet-node:trixie test image (docker run --rm gpufleet-node:trixie cat /etc/apt/sources.list)
+# /etc/apt/sources.list of the gpufleet-node:trixie test image (docker run --rm gpufleet-node:trixie cat /etc/apt/sources.list),
+# with the mirror's host name replaced by a placeholder (the image writes the mirror it was built from)
 TRIXIE_LIST = (
-    "deb http://deb.debian.org/debian trixie main\n"
-    "deb http://deb.debian.org/debian trixie-updates main\n"
-    "deb http://deb.debian.org/debian-security trixie-security main\n"
+    "deb http://mirror.example/debian trixie main\n"
+    "deb http://mirror.example/debian trixie-updates main\n"
+    "deb http://mirror.example/debian-security trixie-security main\n"
 )
 
-# /etc/apt/sources.list.d/debian.sources as the Debian 13 installer writes it (deb822 format)
+# /etc/apt/sources.list.d/debian.sources as the Debian 13 installer writes it (deb822 format), placeholder hosts
 TRIXIE_DEB822 = (
     "Types: deb deb-src\n"
-    "URIs: http://deb.debian.org/debian\n"
+    "URIs: http://mirror.example/debian\n"
     "Suites: trixie trixie-updates\n"
     "Components: main non-free-firmware\n"
     "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
     "\n"
     "Types: deb deb-src\n"
-    "URIs: http://security.debian.org/debian-security\n"
+    "URIs: http://security.example/debian-security\n"
     "Suites: trixie-security\n"
     "Components: main non-free-firmware\n"
     "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
@@ -34,8 +35,8 @@ def test_one_line_entries_get_the_components_in_place():
     assert result["changed"]
     lines = result["content"].splitlines()
     assert len(lines) == 3
-    assert lines[0] == "deb http://deb.debian.org/debian trixie main contrib non-free non-free-firmware"
-    assert lines[2] == "deb http://deb.debian.org/debian-security trixie-security main contrib non-free non-free-firmware"
+    assert lines[0] == "deb http://mirror.example/debian trixie main contrib non-free non-free-firmware"
+    assert lines[2] == "deb http://mirror.example/debian-security trixie-security main contrib non-free non-free-firmware"
     assert result["content"].endswith("\n")
 
 
@@ -58,15 +59,15 @@ def test_no_component_is_duplicated_when_some_are_there():
 
 def test_other_releases_comments_and_foreign_repos_are_left_alone():
     text = (
-        "# deb http://deb.debian.org/debian trixie main\n"
-        "deb http://deb.debian.org/debian bookworm main\n"
-        "deb https://download.docker.com/linux/debian trixie stable\n"
+        "# deb http://mirror.example/debian trixie main\n"
+        "deb http://mirror.example/debian bookworm main\n"
+        "deb https://docker.example/linux/debian trixie stable\n"
     )
     result = nd.add_apt_components(text, "trixie", NONFREE)
-    assert result["content"].splitlines()[0] == "# deb http://deb.debian.org/debian trixie main"
-    assert result["content"].splitlines()[1] == "deb http://deb.debian.org/debian bookworm main"
+    assert result["content"].splitlines()[0] == "# deb http://mirror.example/debian trixie main"
+    assert result["content"].splitlines()[1] == "deb http://mirror.example/debian bookworm main"
     # Docker's repository reuses the codename as its suite but is not a Debian entry (no main component).
-    assert result["content"].splitlines()[2] == "deb https://download.docker.com/linux/debian trixie stable"
+    assert result["content"].splitlines()[2] == "deb https://docker.example/linux/debian trixie stable"
     assert result["found"] == 0
     assert not result["changed"]
 
@@ -80,7 +81,7 @@ def test_deb822_components_line_is_extended():
 
 
 def test_disabled_deb822_stanza_does_not_count():
-    text = "Enabled: no\nTypes: deb\nURIs: http://deb.debian.org/debian\nSuites: trixie\nComponents: main\n"
+    text = "Enabled: no\nTypes: deb\nURIs: http://mirror.example/debian\nSuites: trixie\nComponents: main\n"
     result = nd.add_apt_components(text, "trixie", NONFREE)
     assert result["found"] == 0
     assert not result["changed"]
@@ -93,7 +94,7 @@ def test_empty_file_has_no_entry():
 def test_ubuntu_noble_deb822_gets_restricted_and_multiverse():
     text = (
         "Types: deb\n"
-        "URIs: http://archive.ubuntu.com/ubuntu/\n"
+        "URIs: http://mirror.example/ubuntu/\n"
         "Suites: noble noble-updates noble-backports\n"
         "Components: main universe\n"
         "Signed-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg\n"
@@ -151,7 +152,7 @@ def test_loaded_version_compares_with_package_version():
 def test_deb822_third_party_stanza_for_the_codename_is_left_alone():
     text = (
         "Types: deb\n"
-        "URIs: https://download.docker.com/linux/debian\n"
+        "URIs: https://docker.example/linux/debian\n"
         "Suites: trixie\n"
         "Components: stable\n"
     )
