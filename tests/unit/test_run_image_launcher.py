@@ -1,0 +1,97 @@
+"""image_security's training image launcher (gpufleet-run-image), rendered as the role renders it and run with
+a stand-in for the filesystem, so the GPU/InfiniBand branches a container node cannot reach are checked too."""
+import importlib.util
+import json
+import os
+
+import jinja2
+import pytest
+
+from ansible.plugins.filter.core import comment
+
+from conftest import ROOT
+
+TEMPLATE = os.path.join(ROOT, "roles", "image_security", "templates")
+PINNED = "registry.example:5000/ml/train@sha256:" + "ab" * 32
+
+
+def launcher(tmp_path, engine="/usr/bin/docker", memlock=-1):
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE), trim_blocks=True,
+                             undefined=jinja2.StrictUndefined)
+    env.filters["comment"] = comment
+    env.filters["to_json"] = json.dumps
+    text = env.get_template("gpufleet-run-image.j2").render(
+        ansible_managed="Ansible managed", __image_security_launcher_image=PINNED,
+        __image_security_launcher_engine=engine, image_security_launcher_memlock=memlock,
+        image_security_launcher_mounts=[{"src": "/usr/local/lib/gpufleet/validate", "dest": "/opt/gpufleet/validate"}])
+    path = tmp_path / "gpufleet-run-image.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location("gpufleet_run_image", str(path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def only(paths):
+    return lambda path: path in paths
+
+
+def test_cpu_node_gets_host_namespaces_its_own_uid_and_the_pinned_digest(tmp_path):
+    mod = launcher(tmp_path)
+    args = mod.engine_args(["torchrun", "--standalone", "x.py"], environ={"PATH": "/bin", "NCCL_DEBUG": "INFO",
+                                                                          "SECRET_TOKEN": "x"},
+                           exists=only({"/usr/local/lib/gpufleet/validate"}))
+    assert args[:2] == ["/usr/bin/docker", "run"]
+    assert args[-4:] == [PINNED, "torchrun", "--standalone", "x.py"]
+    joined = " ".join(args)
+    for expected in ("--pull never", "--network host", "--ipc host", "--security-opt no-new-privileges",
+                     "--ulimit memlock=-1:-1", "--user %d:%d" % (os.getuid(), os.getgid()),
+                     "-v /usr/local/lib/gpufleet/validate:/opt/gpufleet/validate:ro", "-e NCCL_DEBUG"):
+        assert expected in joined
+    # Nothing a GPU-less node does not have, no caller variable outside the training prefixes, no privileges.
+    for absent in ("--gpus", "/dev/infiniband", "IPC_LOCK", "SECRET_TOKEN", "--privileged", ".ssh", "-v /:"):
+        assert absent not in joined
+
+
+def test_gpu_and_infiniband_node_gets_gpus_hcas_ipc_lock_and_the_fabric_settings(tmp_path):
+    mod = launcher(tmp_path, memlock=8388608)
+    args = mod.engine_args(["nvidia-smi", "-L"], environ={},
+                           exists=only({"/dev/nvidiactl", "/dev/infiniband", "/etc/nccl.conf", "/etc/ucx/ucx.conf",
+                                        "/etc/openmpi/openmpi-mca-params.conf"}))
+    joined = " ".join(args)
+    for expected in ("--gpus all", "--device /dev/infiniband", "--cap-add IPC_LOCK",
+                     "-v /etc/nccl.conf:/etc/nccl.conf:ro", "-v /etc/ucx/ucx.conf:/etc/ucx/ucx.conf:ro",
+                     "-v /etc/openmpi/openmpi-mca-params.conf:/etc/openmpi/openmpi-mca-params.conf:ro",
+                     "--ulimit memlock=8388608:8388608"):
+        assert expected in joined
+
+
+def test_podman_reaches_gpus_through_cdi(tmp_path):
+    mod = launcher(tmp_path, engine="/usr/bin/podman")
+    args = mod.engine_args(["nvidia-smi"], environ={}, exists=only({"/dev/nvidiactl"}))
+    assert "--gpus" not in args
+    assert args[args.index("--device") + 1] == "nvidia.com/gpu=all"
+
+
+def test_ssh_mounts_only_with_the_option(tmp_path):
+    mod = launcher(tmp_path)
+    home = os.path.expanduser("~")
+    everything = {os.path.join(home, ".ssh"), "/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_config.d"}
+    assert ".ssh" not in " ".join(mod.engine_args(["mpirun"], environ={}, exists=only(everything)))
+    joined = " ".join(mod.engine_args(["mpirun"], ssh=True, name="v", environ={}, exists=only(everything)))
+    assert "-v %s/.ssh:%s/.ssh:ro" % (home, home) in joined
+    assert "-v /etc/ssh/ssh_known_hosts:/etc/ssh/ssh_known_hosts:ro" in joined
+    assert "--name v" in joined
+
+
+@pytest.mark.parametrize("argv, code", [([], 2), (["--bogus", "x"], 2), (["--ssh"], 2)])
+def test_bad_usage_says_so(tmp_path, capsys, argv, code):
+    mod = launcher(tmp_path)
+    assert mod.main(list(argv)) == code
+    assert "gpufleet-run-image:" in capsys.readouterr().err
+
+
+def test_print_image(tmp_path, capsys):
+    mod = launcher(tmp_path)
+    assert mod.main(["--print-image"]) == 0
+    assert capsys.readouterr().out.strip() == PINNED
