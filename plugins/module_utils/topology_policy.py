@@ -44,6 +44,51 @@ PROFILES = {
     },
 }
 
+# Lowest acceptable NCCL all_reduce bus bandwidth per profile, in GB/s, as nccl-tests prints it in the
+# busbw column (algbw * 2(n-1)/n) for large messages (1 GiB and up). "node": all GPUs of one node over
+# NVLink/NVSwitch; "fleet": a run across nodes over the fabric typical of the profile (a 2-node run should be
+# measured with NCCL_ALGO=RING, since tree busbw on two nodes can exceed the wire rate, see
+# https://github.com/NVIDIA/nccl-tests/issues/196). The floors sit well below the typical values quoted below,
+# so a healthy node passes with margin, and well above what a node gets when NCCL falls back to PCIe, host
+# memory or TCP sockets (single-digit to low tens of GB/s), so such a node fails. None: no floor.
+BUSBW_FLOORS_GBPS = {
+    # HGX/DGX H100, NVLink 4 + NVSwitch, 8x 400G NDR InfiniBand (one ConnectX-7 per GPU).
+    # node: ~370 GB/s with NCCL_ALGO=RING and a peak of ~480 GB/s with NVLink SHARP (sjeaugey in
+    #   https://github.com/NVIDIA/nccl-tests/issues/212; 476 GB/s called "in the expected range" in
+    #   https://github.com/NVIDIA/nccl-tests/issues/290).
+    # fleet: 46-48 GB/s per NDR NIC (https://github.com/NVIDIA/nccl-tests/issues/290), about 370-380 GB/s for
+    #   8 rails; the DGX H100 figures quoted in https://github.com/NVIDIA/nccl-tests/issues/309 are ~370 GB/s
+    #   on one node and ~380 GB/s across nodes.
+    "hgx-h100-8": {"node": 250.0, "fleet": 200.0},
+    # HGX/DGX A100, NVLink 3 + NVSwitch, 8x 200G HDR InfiniBand.
+    # node: 232.5 GB/s (https://github.com/NVIDIA/nccl-tests/issues/175), ~200-208 GB/s on OEM HGX boards
+    #   (https://github.com/NVIDIA/nccl-tests/issues/149, https://github.com/NVIDIA/nccl-tests/issues/178).
+    # fleet: 24 GB/s per 200G NIC (https://github.com/NVIDIA/nccl-tests/issues/119); 192 GB/s measured on
+    #   DGX A100 with 8x 200G (AddyLaddy, quoted in https://github.com/NVIDIA/nccl/issues/1576).
+    "hgx-a100-8": {"node": 150.0, "fleet": 120.0},
+    # DGX-1 V100, NVLink 2 hybrid cube-mesh (6 links of 25 GB/s per direction per GPU), 4x 100G EDR.
+    # node: no public nccl-tests figure was found for it; the floor is well under the NVLink rate and far
+    #   over the ~12 GB/s of the PCIe 3.0 x16 fallback.
+    # fleet: 48 GB/s for the 4 EDR adapters of a DGX-1, 12.2 GB/s per 100G card (sjeaugey in
+    #   https://github.com/NVIDIA/nccl-tests/issues/29).
+    "dgx1-v100": {"node": 80.0, "fleet": 30.0},
+    # PCIe servers: GPUs talk through PCIe switches or the CPUs, so the node figure depends on the board:
+    #   28 GB/s on 8 and 35 GB/s on 4 RTX 5090, which a maintainer calls good for a PCIe system
+    #   (https://github.com/NVIDIA/nccl/issues/1639). The floor only catches GPUs on narrow or downtrained
+    #   links; the fabric is not known, so no fleet floor.
+    "pcie": {"node": 5.0, "fleet": None},
+}
+BUSBW_SCOPES = ("node", "fleet")
+
+
+def busbw_floor(profile, scope="node"):
+    """The all_reduce busbw floor in GB/s of ``profile`` for ``scope`` ("node" or "fleet").
+
+    0.0 when the profile, the scope or the floor is not known (no floor to enforce).
+    """
+    floor = BUSBW_FLOORS_GBPS.get(profile or "", {}).get(scope)
+    return float(floor) if floor else 0.0
+
 
 def link_rank(code):
     """Return (class index, NVLink count) for a printed link code; lower class index is closer."""

@@ -143,3 +143,46 @@ def test_invalid_expectations(expectations, fragment):
 def test_unknown_profile():
     with pytest.raises(ValueError, match="unknown profile"):
         policy.resolve_expectations("dgx-b200")
+
+
+def test_every_profile_has_busbw_floors():
+    assert sorted(policy.BUSBW_FLOORS_GBPS) == sorted(policy.PROFILES)
+    for profile, floors in policy.BUSBW_FLOORS_GBPS.items():
+        assert sorted(floors) == sorted(policy.BUSBW_SCOPES), profile
+
+
+@pytest.mark.parametrize("profile, scope, floor", [
+    ("hgx-h100-8", "node", 250.0), ("hgx-h100-8", "fleet", 200.0),
+    ("hgx-a100-8", "node", 150.0), ("hgx-a100-8", "fleet", 120.0),
+    ("dgx1-v100", "node", 80.0), ("dgx1-v100", "fleet", 30.0),
+    ("pcie", "node", 5.0), ("pcie", "fleet", 0.0),
+    ("unknown-profile", "node", 0.0), (None, "node", 0.0), ("hgx-h100-8", "rack", 0.0),
+])
+def test_busbw_floor(profile, scope, floor):
+    value = policy.busbw_floor(profile, scope)
+    assert isinstance(value, float)
+    assert value == floor
+
+
+def test_busbw_floor_defaults_to_the_node_scope():
+    assert policy.busbw_floor("hgx-a100-8") == policy.busbw_floor("hgx-a100-8", "node")
+
+
+# (profile, scope, busbw of a healthy system from the sources cited next to BUSBW_FLOORS_GBPS,
+#  busbw the same system gets on a fallback path)
+@pytest.mark.parametrize("profile, scope, healthy, fallback", [
+    ("hgx-h100-8", "node", 370.0, 50.0),    # ring over NVLink 4; PCIe 5.0 x16 at best
+    ("hgx-h100-8", "fleet", 370.0, 48.0),   # 8 NDR rails; a single NDR NIC
+    ("hgx-a100-8", "node", 200.0, 25.0),    # OEM HGX A100; PCIe 4.0 x16 at best
+    ("hgx-a100-8", "fleet", 192.0, 24.0),   # 8 HDR rails; a single HDR NIC
+    ("dgx1-v100", "fleet", 48.0, 12.2),     # 4 EDR adapters; a single EDR adapter
+])
+def test_busbw_floors_pass_healthy_systems_and_fail_fallbacks(profile, scope, healthy, fallback):
+    floor = policy.busbw_floor(profile, scope)
+    assert fallback < floor < healthy
+    assert floor <= 0.8 * healthy
+
+
+def test_fleet_floor_is_not_above_node_floor():
+    for profile in policy.BUSBW_FLOORS_GBPS:
+        assert policy.busbw_floor(profile, "fleet") <= policy.busbw_floor(profile, "node"), profile
