@@ -7,7 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_ip_addresses
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_address, node_ip_addresses
 
 
 def cluster_node_addresses(hosts, hostvars):
@@ -15,6 +15,11 @@ def cluster_node_addresses(hosts, hostvars):
     return node_ip_addresses(hostvars, hosts)
 
 
+def cluster_node_address(host_vars, name):
+    """The address other nodes reach this one on: gpufleet_cluster_address, else ansible_host, else the name."""
+    return node_address(host_vars, name)
+
+
 class FilterModule(object):
     def filters(self):
-        return {"cluster_node_addresses": cluster_node_addresses}
+        return {"cluster_node_addresses": cluster_node_addresses, "node_address": cluster_node_address}

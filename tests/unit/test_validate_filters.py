@@ -1,5 +1,13 @@
-"""Filters the validate role reads its checks' output with."""
-from ansible_collections.gpufleet.cluster.plugins.filter import validate as f
+"""The validate role's workload verdicts (DDP and MPI runs): what ran, and failing when it did not really work."""
+import json
+import os
+import pytest
+
+from ansible_collections.gpufleet.cluster.plugins.filter import validate as validate_filters
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_runs as v
+
+from conftest import FIXTURES
+
 
 HOSTFILE = """# Written by gpufleet
 10.20.0.11 slots=8
@@ -15,50 +23,218 @@ HOSTVARS = {
     "gpu-03": {"ansible_host": "10.20.0.13", "ansible_facts": {"hostname": "gpu-03"}},
 }
 HOSTS = ["gpu-01", "gpu-02", "gpu-03"]
-
-
-def test_hostfile_hosts_in_order_without_comments():
-    assert f.mpi_hostfile_hosts(HOSTFILE) == ["10.20.0.11", "10.20.0.12", "10.20.0.13"]
-
-
 ENTRIES = ["10.20.0.11", "10.20.0.12", "10.20.0.13"]
 
 
+def test_the_filter_plugin_exposes_the_module_utils_functions():
+    filters = validate_filters.FilterModule().filters()
+    assert filters["ddp_verdict"] is v.ddp_verdict
+    assert filters["mpi_verdict"] is v.mpi_verdict
+    assert filters["mpi_hosts_for"] is v.mpi_hosts_for
+
+
+def test_hostfile_hosts_in_order_without_comments():
+    assert v.mpi_hostfile_hosts(HOSTFILE) == ENTRIES
+
+
 def test_hosts_for_keeps_only_the_nodes_checked_in_hostfile_order():
-    assert f.mpi_hosts_for(HOSTFILE, HOSTVARS, ["gpu-03", "gpu-01"]) == ["10.20.0.11", "10.20.0.13"]
-    assert f.mpi_hosts_for(HOSTFILE, HOSTVARS, HOSTS) == ENTRIES
+    assert v.mpi_hosts_for(HOSTFILE, HOSTVARS, ["gpu-03", "gpu-01"]) == ["10.20.0.11", "10.20.0.13"]
+    assert v.mpi_hosts_for(HOSTFILE, HOSTVARS, HOSTS) == ENTRIES
 
 
-def test_every_rank_on_its_node_passes():
-    out = "GPUFLEET_RANK 0 gpu-01\nGPUFLEET_RANK 2 gpu-03.cluster.local\nGPUFLEET_RANK 1 gpu-02\n"
-    check = f.mpi_rank_check(out, ENTRIES, HOSTVARS, HOSTS)
-    assert check["problems"] == []
-    assert [r["inventory_host"] for r in check["ranks"]] == HOSTS
-    assert all(r["ok"] for r in check["ranks"])
+def test_prefixed_json_takes_the_last_object_line():
+    out = 'W1129 noise\nGPUFLEET_DDP_RESULT {"passed": false}\nGPUFLEET_DDP_RESULT {"passed": true}\nbye\n'
+    assert v.ddp_result(out) == {"passed": True}
+    assert v.ddp_result("no result here") == {}
+    assert v.ddp_result("GPUFLEET_DDP_RESULT {broken") == {}
+    assert v.mpi_result('GPUFLEET_MPI_RESULT [1, 2]') == {}
+
+
+# --- DDP ------------------------------------------------------------------------------------------------------
+
+def ddp_run(rc=0, **result):
+    body = dict(passed=True, problems=[], backend="gloo", world_size=6, nnodes=3,
+                hosts=["gpu-01", "gpu-02", "gpu-03"], busbw_gbps=0.412, algbw_gbps=0.247,
+                size_bytes=16 << 20, torch="2.6.0", device="cpu")
+    body.update(result)
+    return {"rc": rc, "stdout": "noise\nGPUFLEET_DDP_RESULT " + json.dumps(body) + "\n", "stderr": ""}
+
+
+def test_gloo_fleet_run_passes_and_says_it_was_not_nccl():
+    verdict = v.ddp_verdict(ddp_run(), "gloo", "fleet", 6, 3)
+    assert verdict["status"] == "passed"
+    assert verdict["reason"].startswith("gloo, 6 rank(s) on gpu-01, gpu-02, gpu-03; all_reduce busbw 0.412 GB/s")
+    assert "NCCL not run" in verdict["reason"]
+    assert verdict["detail"]["backend"] == "gloo"
+    assert verdict["detail"]["hosts"] == HOSTS
+
+
+@pytest.mark.parametrize("result, expect_world, expect_nodes, words", [
+    (dict(world_size=2, nnodes=1, hosts=["gpu-01"]), 6, 3, "world size 2, expected 6"),
+    (dict(nnodes=1, hosts=["gpu-01"]), 6, 3, "ranks ran on 1 node(s), expected 3"),
+    (dict(backend="nccl"), 6, 3, "ran with backend nccl, expected gloo"),
+    (dict(passed=False, problems=["all_reduce returned 5.0, expected 6.0"]), 6, 3, "all_reduce returned 5.0"),
+])
+def test_a_run_that_did_not_do_what_was_asked_fails(result, expect_world, expect_nodes, words):
+    verdict = v.ddp_verdict(ddp_run(**result), "gloo", "fleet", expect_world, expect_nodes)
+    assert verdict["status"] == "failed"
+    assert words in verdict["reason"]
+
+
+def test_no_result_line_fails_with_the_last_line_of_output():
+    run = {"rc": 1, "stdout": "", "stderr": "Traceback\nRuntimeError: connect() timed out\n"}
+    verdict = v.ddp_verdict(run, "gloo", "fleet", 6, 3)
+    assert verdict["status"] == "failed"
+    assert "printed no result (RuntimeError: connect() timed out)" in verdict["reason"]
+
+
+def test_nonzero_exit_with_a_passing_line_still_fails():
+    verdict = v.ddp_verdict(ddp_run(rc=137), "gloo", "node", 6, 3)
+    assert verdict["status"] == "failed"
+    assert "torchrun exited 137" in verdict["reason"]
+
+
+def test_skips_say_why_and_never_pass():
+    assert v.ddp_verdict({"skipped": True}, "gloo", "node", skip_reason="no verified training image on the node") \
+        == {"status": "skipped", "reason": "no verified training image on the node", "detail": {"backend": "gloo"}}
+    assert v.ddp_verdict({}, "nccl", "fleet")["status"] == "skipped"
+
+
+def test_floor_is_named_in_the_reason():
+    verdict = v.ddp_verdict(ddp_run(), "gloo", "node", 6, 3, min_busbw_gbps=0.1)
+    assert "(floor 0.1)" in verdict["reason"]
+    assert "(no floor set)" in v.ddp_verdict(ddp_run(), "gloo", "node", 6, 3)["reason"]
+
+
+# --- MPI ------------------------------------------------------------------------------------------------------
+
+def mpi_run(rc=0, ranks=None, **result):
+    ranks = ranks if ranks is not None else [
+        {"rank": 0, "host": "gpu-01"}, {"rank": 1, "host": "gpu-02.cluster.local"}, {"rank": 2, "host": "gpu-03"}]
+    body = dict(passed=True, problems=[], world_size=len(ranks), ranks=ranks,
+                hosts=sorted(set(r["host"] for r in ranks)), nnodes=len(set(r["host"] for r in ranks)),
+                mpi_library="Open MPI v5.0.7, package: Debian OpenMPI, ident: 5.0.7",
+                allreduce={"expected": {"sum": 6, "max": 2}, "got": {"sum": 6, "max": 2}}, pml="ob1", btl=["self", "sm", "tcp"],
+                btl_used=["self", "tcp"])
+    body.update(result)
+    return {"rc": rc, "stdout": "GPUFLEET_MPI_RESULT " + json.dumps(body) + "\n", "stderr": ""}
+
+
+def test_every_rank_on_its_node_passes_and_says_what_ran():
+    verdict = v.mpi_verdict(mpi_run(), "image", ENTRIES, HOSTVARS, HOSTS, "gpu-02")
+    assert verdict["status"] == "passed", verdict
+    assert verdict["reason"].startswith("mpirun in the training image, ranks started in the image on every node: "
+                                        "3 rank(s) on gpu-01, gpu-02.cluster.local, gpu-03; Open MPI v5.0.7")
+    assert "pml ob1, btl self,tcp" in verdict["reason"]
+    assert verdict["detail"]["btl_used"] == ["self", "tcp"]
+    assert [r["inventory_host"] for r in verdict["detail"]["ranks"]] == HOSTS
 
 
 def test_rank_on_the_wrong_node_fails():
-    out = "GPUFLEET_RANK 0 gpu-01\nGPUFLEET_RANK 1 gpu-01\nGPUFLEET_RANK 2 gpu-03\n"
-    check = f.mpi_rank_check(out, ENTRIES, HOSTVARS, HOSTS)
-    assert check["problems"] == ["rank 1 ran on gpu-01, expected gpu-02"]
-    assert [r["ok"] for r in check["ranks"]] == [True, False, True]
+    ranks = [{"rank": 0, "host": "gpu-01"}, {"rank": 1, "host": "gpu-01"}, {"rank": 2, "host": "gpu-03"}]
+    verdict = v.mpi_verdict(mpi_run(ranks=ranks), "host", ENTRIES, HOSTVARS, HOSTS, "gpu-01")
+    assert verdict["status"] == "failed"
+    assert "rank 1 ran on gpu-01, expected gpu-02" in verdict["reason"]
 
 
-def test_missing_and_extra_ranks_are_named():
-    out = "GPUFLEET_RANK 0 gpu-01\nGPUFLEET_RANK 7 gpu-01\n"
-    check = f.mpi_rank_check(out, ENTRIES, HOSTVARS, HOSTS)
-    assert "rank 1 (10.20.0.12) reported nothing" in check["problems"]
-    assert "rank 2 (10.20.0.13) reported nothing" in check["problems"]
-    assert "unexpected ranks 7" in check["problems"]
+def test_missing_rank_and_failed_allreduce_fail():
+    ranks = [{"rank": 0, "host": "gpu-01"}, {"rank": 2, "host": "gpu-03"}]
+    verdict = v.mpi_verdict(mpi_run(ranks=ranks, passed=False, problems=["allreduce sum 4, expected 6"]),
+                            "host", ENTRIES, HOSTVARS, HOSTS, "gpu-01")
+    assert verdict["status"] == "failed"
+    assert "allreduce sum 4, expected 6" in verdict["reason"]
+    assert "rank 1 (10.20.0.12) reported nothing" in verdict["reason"]
 
 
-def test_empty_hostfile_is_a_problem():
-    assert f.mpi_rank_check("", [], HOSTVARS, HOSTS)["problems"] == [
-        "the hostfile lists none of the nodes checked"]
+def test_launcher_only_output_is_not_mpi():
+    # What the old check accepted: every node echoed its name, no MPI_Init, no message exchanged.
+    run = {"rc": 0, "stdout": "GPUFLEET_RANK 0 gpu-01\nGPUFLEET_RANK 1 gpu-02\nGPUFLEET_RANK 2 gpu-03\n", "stderr": ""}
+    verdict = v.mpi_verdict(run, "host", ENTRIES, HOSTVARS, HOSTS, "gpu-01")
+    assert verdict["status"] == "failed"
+    assert "printed no result" in verdict["reason"]
 
 
-def test_ddp_result_takes_the_json_line():
-    out = 'W1129 noise\nGPUFLEET_DDP_RESULT {"passed": true, "busbw_gbps": 371.2}\nbye\n'
-    assert f.ddp_result(out) == {"passed": True, "busbw_gbps": 371.2}
-    assert f.ddp_result("no result here") == {}
-    assert f.ddp_result("GPUFLEET_DDP_RESULT {broken") == {}
+def test_mpirun_failure_reports_its_last_line():
+    run = {"rc": 1, "stdout": "", "stderr": "ssh: connect to host 10.20.0.12 port 22: Connection refused\n"}
+    verdict = v.mpi_verdict(run, "host", ENTRIES, HOSTVARS, HOSTS, "gpu-01")
+    assert verdict["status"] == "failed"
+    assert "mpirun exited 1: ssh: connect to host 10.20.0.12 port 22: Connection refused" in verdict["reason"]
+
+
+def test_node_outside_the_hostfile_fails():
+    verdict = v.mpi_verdict(mpi_run(), "host", ENTRIES, dict(HOSTVARS, login={"ansible_host": "10.9.9.9"}),
+                            HOSTS + ["login"], "login")
+    assert verdict["status"] == "failed"
+    assert "this node is not in the hostfile" in verdict["reason"]
+
+
+def test_mpi_skip_keeps_its_reason():
+    verdict = v.mpi_verdict({"skipped": True}, "image", ENTRIES, HOSTVARS, HOSTS, "gpu-01", "check off")
+    assert verdict == {"status": "skipped", "reason": "check off", "detail": {"where": "image"}}
+
+
+# --- NCCL: the transport NCCL reports decides, not torchrun's exit status ----------------------------------------
+
+def nccl_run(log_name, **result):
+    with open(os.path.join(FIXTURES, "nccl", log_name)) as handle:
+        log = handle.read()
+    run = ddp_run(backend="nccl", device="cuda", world_size=16, nnodes=2, hosts=["gpu-01", "gpu-02"],
+                  busbw_gbps=38.5, **result)
+    run["stderr"] = log
+    return run
+
+
+def test_nccl_socket_fallback_on_a_node_with_active_rdma_ports_fails():
+    run = nccl_run("socket-fallback-ibext-no-ib-device-16ranks.log")
+    verdict = v.ddp_verdict(run, "nccl", "fleet", 16, 2, active_rdma_ports=8)
+    assert run["rc"] == 0
+    assert verdict["status"] == "failed"
+    assert "Socket" in verdict["reason"]
+    assert verdict["detail"]["nccl"]["net"] == "Socket"
+
+
+def test_nccl_socket_run_without_rdma_ports_passes_and_names_the_transport():
+    verdict = v.ddp_verdict(nccl_run("socket-fallback-ibext-no-ib-device-16ranks.log"), "nccl", "fleet", 16, 2)
+    assert verdict["status"] == "passed", verdict
+    assert "net Socket" in verdict["reason"]
+
+
+def test_nccl_over_ib_with_gdrdma_passes_and_says_so():
+    verdict = v.ddp_verdict(nccl_run("ib-gdrdma-a100-nccl-2.7.6.log"), "nccl", "fleet", 16, 2,
+                            min_busbw_gbps=30, active_rdma_ports=9)
+    assert verdict["status"] == "passed", verdict
+    assert "net IB" in verdict["reason"] and "GPUDirect RDMA on" in verdict["reason"]
+    assert "(floor 30.0)" in verdict["reason"]
+
+
+def test_nccl_run_without_debug_output_fails():
+    run = ddp_run(backend="nccl", device="cuda")
+    verdict = v.ddp_verdict(run, "nccl", "fleet", 6, 3)
+    assert verdict["status"] == "failed"
+    assert "NCCL_DEBUG=INFO output missing" in verdict["reason"]
+
+
+def test_what_ran_groups_identical_verdicts_and_leaves_out_skips():
+    reports = [
+        {"node": "gpu-01", "steps": [
+            {"step": "mpi", "status": "passed", "reason": "3 ranks"},
+            {"step": "image", "status": "passed", "reason": "signature verified, d present"},
+            {"step": "docker_gpu", "status": "skipped", "reason": "no NVIDIA GPU"},
+            {"step": "ddp_multi_node", "status": "skipped", "reason": "check off"}]},
+        {"node": "gpu-02", "steps": [
+            {"step": "image", "status": "passed", "reason": "signature verified, d present"},
+            {"step": "mpi", "status": "failed", "reason": "rank 1 reported nothing"}]},
+    ]
+    assert v.what_ran(reports) == [
+        {"step": "image", "status": "passed", "reason": "signature verified, d present", "nodes": ["gpu-01", "gpu-02"]},
+        {"step": "mpi", "status": "passed", "reason": "3 ranks", "nodes": ["gpu-01"]},
+        {"step": "mpi", "status": "failed", "reason": "rank 1 reported nothing", "nodes": ["gpu-02"]},
+    ]
+
+
+def test_allreduce_words():
+    assert "allreduce exact (max 2, sum 6)" in v.mpi_verdict(mpi_run(), "host", ENTRIES, HOSTVARS, HOSTS,
+                                                            "gpu-01")["reason"]
+    wrong = mpi_run(passed=False, problems=["allreduce sum 5"], allreduce={"expected": {"sum": 6}, "got": {"sum": 5}})
+    assert "allreduce got sum 5, expected sum 6" in v.mpi_verdict(wrong, "host", ENTRIES, HOSTVARS, HOSTS,
+                                                                   "gpu-01")["reason"]
