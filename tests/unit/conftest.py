@@ -8,3 +8,16 @@ if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+
+
+def fixture_parts(subdir, name):
+    """(header lines, body) of tests/fixtures/<subdir>/<name>: '# ' lines naming the source, a '---' line, then the
+    output exactly as it was captured or published. A fixture without that header fails the test that reads it."""
+    with open(os.path.join(FIXTURES, subdir, name)) as handle:
+        text = handle.read()
+    header, sep, body = text.partition("\n---\n")
+    assert sep, "%s has no source header" % name
+    lines = header.splitlines()
+    assert all(line.startswith("# ") for line in lines), name
+    assert lines and lines[0].startswith("# source: "), "%s does not name its source" % name
+    return lines, body

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, fixture_parts
 
 SCRIPT = os.path.join(ROOT, "roles", "validate", "files", "gpufleet_mpi_check.py")
 spec = importlib.util.spec_from_file_location("gpufleet_mpi_check", SCRIPT)
@@ -21,12 +21,7 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 
 def load(name):
     """(header lines, body) of a tests/fixtures/openmpi file; the header must say where it came from."""
-    with open(os.path.join(FIXTURES, "openmpi", name)) as handle:
-        text = handle.read()
-    header, sep, body = text.partition("\n---\n")
-    assert sep, "%s has no source header" % name
-    lines = header.splitlines()
-    assert all(line.startswith("# ") for line in lines), name
+    lines, body = fixture_parts("openmpi", name)
     assert lines[0].startswith("# source: captured on ") and "mpirun " in lines[0], "%s names no source" % name
     return lines, body
 

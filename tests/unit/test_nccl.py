@@ -9,17 +9,15 @@ from ansible_collections.gpufleet.cluster.plugins.filter import nccl as nccl_fil
 from ansible_collections.gpufleet.cluster.plugins.module_utils import nccl
 from ansible_collections.gpufleet.cluster.plugins.module_utils import topology_policy
 
-FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "nccl")
+from conftest import FIXTURES as ALL_FIXTURES, fixture_parts
+
+FIXTURES = os.path.join(ALL_FIXTURES, "nccl")
 
 
 def load(name):
-    """Return the published log of a fixture, without its '# ' source header and the '---' line."""
-    with open(os.path.join(FIXTURES, name)) as handle:
-        text = handle.read()
-    header, sep, body = text.partition("\n---\n")
-    assert sep, "%s has no source header" % name
-    assert all(line.startswith("# ") for line in header.splitlines()), name
-    assert header.startswith("# source: https://github.com/"), "%s does not name its source" % name
+    """Return the published log of a fixture, without its source header."""
+    header, body = fixture_parts("nccl", name)
+    assert header[0].startswith("# source: https://github.com/"), "%s does not name its source" % name
     return body
 
 

@@ -5,17 +5,15 @@ import pytest
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import nvidia_smi
 
-FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "nvidia-smi")
+from conftest import FIXTURES as ALL_FIXTURES, fixture_parts
+
+FIXTURES = os.path.join(ALL_FIXTURES, "nvidia-smi")
 
 
 def load(name):
-    """Return the published text of a fixture, without its '# ' source header and the '---' line."""
-    with open(os.path.join(FIXTURES, name)) as handle:
-        text = handle.read()
-    header, sep, body = text.partition("\n---\n")
-    assert sep, "%s has no source header" % name
-    assert all(line.startswith("# ") for line in header.splitlines()), name
-    assert "# source: http" in header or "# source: captured with scripts/capture-gpu-node.sh" in header, \
+    """Return the published text of a fixture, without its source header."""
+    header, body = fixture_parts("nvidia-smi", name)
+    assert header[0].startswith(("# source: http", "# source: captured with scripts/capture-gpu-node.sh")), \
         "%s does not name its source" % name
     return body
 
