@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The local lab: systemd node containers reached by Ansible over real SSH.
 
-    python scripts/lab.py up [--nodes N]   start N nodes (default 2), run site.yml twice and validate.yml
+    python scripts/lab.py up [--nodes N]   start N nodes (default 2) and the lab registry, publish the signed CPU
+                                            training image, run site.yml twice and validate.yml
     python scripts/lab.py nodes [--nodes N] only start the nodes and write the inventory
     python scripts/lab.py run [ARGS...]    run site.yml against the lab (extra ansible-playbook ARGS)
     python scripts/lab.py down              remove every container, network, volume and key the lab made
@@ -14,6 +15,7 @@ import ipaddress
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -28,6 +30,10 @@ IMAGE = os.environ.get("GPUFLEET_NODE_IMAGE", "gpufleet-node:trixie")
 NETWORK = os.environ.get("LAB_NETWORK", "gpufleet-lab")
 SUBNET = ipaddress.ip_network(os.environ.get("LAB_SUBNET", "172.30.240.0/24"))
 LABEL = "gpufleet.lab=1"
+REGISTRY = "gpufleet-lab-registry"
+REGISTRY_NAME = "registry.lab.gpufleet.test"
+REGISTRY_DIR = os.path.join(LAB_DIR, "registry")
+IMAGES_DIR = os.path.join(ROOT, ".cache", "images")
 
 
 def sh(cmd, check=True, capture=False, **kwargs):
@@ -54,15 +60,35 @@ def container_name(index):
 
 
 def node_address(index):
-    # .1 is the bridge gateway; nodes start at .11
+    # .1 is the bridge gateway, .5 the registry; nodes start at .11
     return str(SUBNET.network_address + 10 + index)
+
+
+def registry_address():
+    return str(SUBNET.network_address + 5)
+
+
+def container_args(name, hostname, address, *extra):
+    """docker run arguments of a systemd node container on the lab network (no --privileged)."""
+    return ["docker", "run", "-d", "--name", name, "--hostname", hostname, "--label", LABEL,
+            "--network", NETWORK, "--ip", address, "--network-alias", hostname,
+            "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN", "--cap-add", "NET_RAW",
+            "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
+            "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+            "--tmpfs", "/run", "--tmpfs", "/run/lock"] + list(extra) + [IMAGE, "/lib/systemd/systemd"]
 
 
 def ensure_prerequisites():
     sh([os.path.join(ROOT, "scripts", "ensure-docker.sh")])
     sh([os.path.join(ROOT, "scripts", "build-node-image.sh")])
+    sh([os.path.join(ROOT, "scripts", "build-training-image.sh")])
     sh([os.path.join(ROOT, "scripts", "ensure-apt-cache.sh")])
     os.makedirs(LAB_DIR, exist_ok=True)
+    os.makedirs(REGISTRY_DIR, exist_ok=True)
+    secret = os.path.join(REGISTRY_DIR, "password")
+    if not os.path.exists(secret):
+        with open(os.open(secret, os.O_WRONLY | os.O_CREAT, 0o600), "w") as handle:
+            handle.write(secrets.token_urlsafe(24) + "\n")
     if not os.path.exists(KEY):
         log("making the lab SSH key %s" % os.path.relpath(KEY, ROOT))
         sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "gpufleet-lab", "-f", KEY])
@@ -80,21 +106,21 @@ def start_node(index):
     if sh(["docker", "container", "inspect", name], check=False, capture=True).returncode == 0:
         return False
     log("starting %s at %s" % (node_name(index), node_address(index)))
-    sh(["docker", "run", "-d", "--name", name, "--hostname", node_name(index), "--label", LABEL,
-        "--network", NETWORK, "--ip", node_address(index), "--network-alias", node_name(index),
-        # systemd as PID 1 without --privileged
-        "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN", "--cap-add", "NET_RAW",
-        "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
-        "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-        "--tmpfs", "/run", "--tmpfs", "/run/lock",
-        # Docker-in-node gets a real filesystem
-        "-v", "/var/lib/docker",
-        IMAGE, "/lib/systemd/systemd"], capture=True)
+    # Docker-in-node gets a real filesystem
+    sh(container_args(name, node_name(index), node_address(index), "-v", "/var/lib/docker"), capture=True)
     return True
 
 
-def wait_for_boot(index):
-    name = container_name(index)
+def start_registry():
+    """The lab registry: a node container that also publishes the training image archive it is given."""
+    if sh(["docker", "container", "inspect", REGISTRY], check=False, capture=True).returncode == 0:
+        return
+    log("starting the lab registry %s at %s" % (REGISTRY_NAME, registry_address()))
+    sh(container_args(REGISTRY, "lab-registry", registry_address(), "--network-alias", REGISTRY_NAME,
+                      "-v", "%s:/srv/gpufleet-images:ro" % IMAGES_DIR), capture=True)
+
+
+def wait_for_boot(name):
     for _ in range(120):
         state = sh(["docker", "exec", name, "systemctl", "is-system-running"], check=False, capture=True)
         if state.stdout.strip() in ("running", "degraded"):
@@ -138,7 +164,13 @@ def write_inventory(indexes):
     ]
     for index in indexes:
         lines += ["        %s:" % node_name(index), "          ansible_host: %s" % node_address(index)]
-    lines += ["    login_nodes:", "      hosts: {}"]
+    lines += ["    login_nodes:", "      hosts: {}",
+              "    registries:", "      hosts:",
+              "        lab-registry:",
+              "          ansible_connection: community.docker.docker",
+              "          ansible_host: %s" % REGISTRY,
+              "          registry_address: %s" % registry_address(),
+              "    image_builders:", "      hosts:", "        lab-registry: {}"]
     os.makedirs(os.path.dirname(INVENTORY), exist_ok=True)
     with open(INVENTORY, "w") as handle:
         handle.write("\n".join(lines) + "\n")
@@ -165,9 +197,11 @@ def nodes(count):
     wanted = list(range(1, count + 1))
     for index in wanted:
         start_node(index)
+    start_registry()
     for index in wanted:
-        wait_for_boot(index)
+        wait_for_boot(container_name(index))
         authorize(index)
+    wait_for_boot(REGISTRY)
     indexes = lab_indexes()
     write_inventory(indexes)
     wait_for_ssh(indexes)
@@ -194,8 +228,21 @@ def recap_changed(output):
     return sum(int(n) for n in re.findall(r"changed=(\d+)", recap))
 
 
+def publish_image():
+    """The lab registry (TLS from a lab CA, htpasswd), then the CPU training image pushed, signed and verified."""
+    log("setting up the lab registry (TLS, htpasswd, cosign key)")
+    rc, _ = playbook(os.path.join("molecule", "_shared", "registry.yml"))
+    if rc != 0:
+        raise SystemExit("lab: the registry set-up failed (rc=%d)" % rc)
+    log("publishing the training image: push, scan gate, cosign sign")
+    rc, _ = playbook(os.path.join("playbooks", "build_image.yml"))
+    if rc != 0:
+        raise SystemExit("lab: playbooks/build_image.yml failed (rc=%d)" % rc)
+
+
 def up(count):
     nodes(count)
+    publish_image()
     log("converging site.yml")
     rc, _ = playbook("site.yml")
     if rc != 0:

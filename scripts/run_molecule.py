@@ -16,7 +16,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOG_DIR = os.path.join(ROOT, ".cache", "molecule-logs")
 # Scenarios that take longest start first, so parallel slots stay busy until the end.
-SLOW_FIRST = ["cluster", "security", "nvidia_driver", "image_security", "container_runtime",
+SLOW_FIRST = ["cluster", "security", "nvidia_driver", "image_build", "image_security", "container_runtime",
               "nvidia_container_toolkit", "gpu_monitoring", "interconnect"]
 
 
