@@ -7,7 +7,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_address, node_ip_addresses
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
+    node_address,
+    node_ip_addresses,
+    trusted_addresses,
+)
 
 
 def cluster_node_addresses(hosts, hostvars):
@@ -20,6 +26,15 @@ def cluster_node_address(host_vars, name):
     return node_address(host_vars, name)
 
 
+def cluster_trusted_addresses(hosts, hostvars, networks=None):
+    """The sources every trust list uses: the hosts' own addresses (inventory first), plus opt-in CIDRs."""
+    try:
+        return trusted_addresses(hostvars, hosts, networks or [])
+    except ValueError as error:
+        raise AnsibleFilterError(str(error))
+
+
 class FilterModule(object):
     def filters(self):
-        return {"cluster_node_addresses": cluster_node_addresses, "node_address": cluster_node_address}
+        return {"cluster_node_addresses": cluster_node_addresses, "node_address": cluster_node_address,
+                "trusted_addresses": cluster_trusted_addresses}

@@ -1,4 +1,6 @@
 """Cluster addresses the roles derive from the inventory and the facts."""
+import pytest
+
 from ansible_collections.gpufleet.cluster.plugins.module_utils import cluster
 
 HOSTVARS = {
@@ -27,3 +29,33 @@ def test_node_address_prefers_the_cluster_address():
     assert cluster.node_address(HOSTVARS["node1"], "node1") == "10.0.0.11"
     assert cluster.node_address(HOSTVARS["node2"], "node2") == "10.0.0.12"
     assert cluster.node_address({}, "node9") == "node9"
+
+
+def test_trusted_addresses_are_the_inventory_addresses_not_what_a_node_claims():
+    hostvars = {
+        # The inventory names the address: a node's facts claiming another address change nothing.
+        "node1": {"gpufleet_cluster_address": "10.0.0.11", "ansible_facts": {"default_ipv4": {"address": "10.0.0.99"}}},
+        "node2": {"ansible_host": "10.0.0.12", "gpufleet_node_addresses": ["10.1.0.12"]},
+        # Named by DNS only: its default address fact is used.
+        "node3": {"ansible_host": "gpufleet-node3", "ansible_facts": {"default_ipv4": {"address": "10.0.0.13"}}},
+    }
+    assert cluster.trusted_addresses(hostvars, ["node1", "node2", "node3"]) == [
+        "10.0.0.11", "10.0.0.12", "10.0.0.13", "10.1.0.12"]
+
+
+def test_trusted_addresses_add_cidrs_only_when_asked():
+    hostvars = {"node1": {"ansible_host": "10.0.0.11"}}
+    assert cluster.trusted_addresses(hostvars, ["node1"]) == ["10.0.0.11"]
+    assert cluster.trusted_addresses(hostvars, ["node1"], ["10.9.0.0/16"]) == ["10.0.0.11", "10.9.0.0/16"]
+
+
+def test_an_address_claimed_by_two_nodes_is_refused():
+    hostvars = {"node1": {"ansible_host": "10.0.0.11"},
+                "node2": {"ansible_host": "gpufleet-node2", "ansible_facts": {"default_ipv4": {"address": "10.0.0.11"}}}}
+    with pytest.raises(ValueError, match="10.0.0.11 is claimed by both node1 and node2"):
+        cluster.trusted_addresses(hostvars, ["node1", "node2"])
+
+
+def test_a_trusted_network_that_is_not_a_cidr_is_refused():
+    with pytest.raises(ValueError, match="not a CIDR"):
+        cluster.trusted_addresses({}, [], ["cluster-net"])
