@@ -34,6 +34,8 @@ REGISTRY = "gpufleet-lab-registry"
 REGISTRY_NAME = "registry.lab.gpufleet.test"
 REGISTRY_DIR = os.path.join(LAB_DIR, "registry")
 IMAGES_DIR = os.path.join(ROOT, ".cache", "images")
+# The account Ansible logs in as and becomes root from, as a cloud image's default user: sshd refuses root.
+ADMIN = "gpufleet-admin"
 
 
 def sh(cmd, check=True, capture=False, **kwargs):
@@ -130,11 +132,17 @@ def wait_for_boot(name):
 
 
 def authorize(index):
+    """The node's admin account with the lab key and sudo, made the way a provider's image or cloud-init makes it."""
     with open(KEY + ".pub") as handle:
         pub = handle.read().strip()
-    script = ("install -d -m 0700 /root/.ssh && touch /root/.ssh/authorized_keys && "
-              "chmod 0600 /root/.ssh/authorized_keys && "
-              "(grep -qxF '%s' /root/.ssh/authorized_keys || echo '%s' >> /root/.ssh/authorized_keys)" % (pub, pub))
+    home = "/home/" + ADMIN
+    script = (
+        "id -u {admin} >/dev/null 2>&1 || useradd -m -s /bin/bash -G sudo {admin}; "
+        "echo '{admin} ALL=(ALL:ALL) NOPASSWD: ALL' > /etc/sudoers.d/90-{admin} && chmod 0440 /etc/sudoers.d/90-{admin}; "
+        "install -d -m 0700 -o {admin} -g {admin} {home}/.ssh && touch {home}/.ssh/authorized_keys && "
+        "chown {admin}: {home}/.ssh/authorized_keys && chmod 0600 {home}/.ssh/authorized_keys && "
+        "(grep -qxF '{pub}' {home}/.ssh/authorized_keys || echo '{pub}' >> {home}/.ssh/authorized_keys)"
+    ).format(admin=ADMIN, home=home, pub=pub)
     sh(["docker", "exec", container_name(index), "sh", "-c", script])
 
 
@@ -183,7 +191,7 @@ def wait_for_ssh(indexes):
         for _ in range(60):
             probe = sh(["ssh", "-i", KEY, "-o", "BatchMode=yes", "-o", "UserKnownHostsFile=" + KNOWN_HOSTS,
                         "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=3",
-                        "root@" + node_address(index), "true"], check=False, capture=True)
+                        "%s@%s" % (ADMIN, node_address(index)), "sudo", "-n", "true"], check=False, capture=True)
             if probe.returncode == 0:
                 break
             time.sleep(1)

@@ -23,7 +23,9 @@ def launcher(tmp_path, engine="/usr/bin/docker", memlock=-1):
     text = env.get_template("gpufleet-run-image.j2").render(
         ansible_managed="Ansible managed", __image_security_launcher_image=PINNED,
         __image_security_launcher_engine=engine, image_security_launcher_memlock=memlock,
-        image_security_launcher_mounts=[{"src": "/usr/local/lib/gpufleet/validate", "dest": "/opt/gpufleet/validate"}])
+        image_security_launcher_mounts=[{"src": "/usr/local/lib/gpufleet/validate", "dest": "/opt/gpufleet/validate"}],
+        image_security_launcher_path="/usr/local/bin/gpufleet-run-image",
+        __image_security_launcher_sudoers="/etc/sudoers.d/gpufleet-run-image")
     path = tmp_path / "gpufleet-run-image.py"
     path.write_text(text)
     spec = importlib.util.spec_from_file_location("gpufleet_run_image", str(path))
@@ -73,12 +75,25 @@ def test_podman_reaches_gpus_through_cdi(tmp_path):
     assert args[args.index("--device") + 1] == "nvidia.com/gpu=all"
 
 
+class Lstat(object):
+    """os.lstat stand-in: a directory owned by OWNER, or a symbolic link."""
+
+    def __init__(self, owner, link=False):
+        import stat
+        self.result = os.stat_result(((stat.S_IFLNK if link else stat.S_IFDIR) | 0o700, 0, 0, 1, owner, owner,
+                                      0, 0, 0, 0))
+
+    def __call__(self, path):
+        return self.result
+
+
 def test_ssh_mounts_only_with_the_option(tmp_path):
     mod = launcher(tmp_path)
     home = os.path.expanduser("~")
     everything = {os.path.join(home, ".ssh"), "/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_config.d"}
     assert ".ssh" not in " ".join(mod.engine_args(["mpirun"], environ={}, exists=only(everything)))
-    joined = " ".join(mod.engine_args(["mpirun"], ssh=True, name="v", environ={}, exists=only(everything)))
+    joined = " ".join(mod.engine_args(["mpirun"], ssh=True, name="v", environ={}, exists=only(everything),
+                                      lstat=Lstat(os.getuid())))
     assert "-v %s/.ssh:%s/.ssh:ro" % (home, home) in joined
     assert "-v /etc/ssh/ssh_known_hosts:/etc/ssh/ssh_known_hosts:ro" in joined
     assert "--name v" in joined
@@ -87,7 +102,7 @@ def test_ssh_mounts_only_with_the_option(tmp_path):
 @pytest.mark.parametrize("argv, code", [([], 2), (["--bogus", "x"], 2), (["--ssh"], 2)])
 def test_bad_usage_says_so(tmp_path, capsys, argv, code):
     mod = launcher(tmp_path)
-    assert mod.main(list(argv)) == code
+    assert mod.main(list(argv), euid=0) == code
     assert "gpufleet-run-image:" in capsys.readouterr().err
 
 
@@ -95,3 +110,55 @@ def test_print_image(tmp_path, capsys):
     mod = launcher(tmp_path)
     assert mod.main(["--print-image"]) == 0
     assert capsys.readouterr().out.strip() == PINNED
+
+
+def test_ssh_does_not_follow_a_link_to_another_accounts_keys(tmp_path):
+    # ~/.ssh made a link to /root/.ssh (or owned by someone else) is not mounted into the caller's container.
+    mod = launcher(tmp_path)
+    for lstat in (Lstat(os.getuid(), link=True), Lstat(os.getuid() + 1)):
+        args = mod.engine_args(["mpirun"], ssh=True, environ={}, exists=lambda path: True, lstat=lstat)
+        assert "/.ssh:" not in " ".join(args)
+
+
+def test_root_started_by_sudo_runs_the_container_as_the_sudo_caller(tmp_path):
+    mod = launcher(tmp_path)
+    assert mod.caller({"SUDO_UID": "1000", "SUDO_GID": "1000"}, euid=0) == (1000, 1000)
+    # Only root reads SUDO_UID: a user who sets it gets their own uid.
+    assert mod.caller({"SUDO_UID": "0", "SUDO_GID": "0"}, euid=1000) == (os.getuid(), os.getgid())
+    args = mod.engine_args(["id", "-u"], environ={"SUDO_UID": "1000", "SUDO_GID": "1001"}, exists=only(set()),
+                           identity=mod.caller({"SUDO_UID": "1000", "SUDO_GID": "1001"}, euid=0))
+    assert args[args.index("--user") + 1] == "1000:1001"
+
+
+def test_a_user_outside_the_docker_group_goes_through_the_sudoers_rule(tmp_path):
+    mod = launcher(tmp_path)
+    calls = []
+    mod.main(["--name", "x", "--", "id"], euid=1000, execv=lambda path, argv: calls.append(argv),
+             execve=lambda *a: calls.append("engine started without sudo"))
+    assert calls[0] == ["/usr/bin/sudo", "-n", "/usr/local/bin/gpufleet-run-image", "--name", "x", "--", "id"]
+
+
+@pytest.mark.parametrize("argv", [["--privileged", "--", "id"], ["--image", "busybox", "--", "id"],
+                                  ["-v", "/:/host", "--", "id"], ["--name", "x --privileged", "--", "id"],
+                                  ["--name", "-v", "--", "id"]])
+def test_no_engine_option_image_or_mount_can_be_added(tmp_path, argv):
+    mod = launcher(tmp_path)
+    started = []
+    assert mod.main(list(argv), euid=0, execve=lambda *a: started.append(a)) == 2
+    assert started == []
+
+
+def test_the_engine_gets_a_clean_environment(tmp_path):
+    mod = launcher(tmp_path)
+    env = mod.engine_environment({"DOCKER_HOST": "tcp://evil.example:2375", "DOCKER_CONFIG": "/tmp/x",
+                                  "LD_PRELOAD": "/tmp/x.so", "NCCL_DEBUG": "INFO", "PATH": "/tmp/bin"})
+    assert env == {"NCCL_DEBUG": "INFO", "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+
+
+def test_the_command_goes_after_the_image(tmp_path):
+    mod = launcher(tmp_path)
+    started = []
+    mod.main(["--", "--privileged", "-v", "/:/host"], euid=0, execve=lambda path, argv, env: started.append(argv))
+    argv = started[0]
+    assert argv[argv.index(PINNED) + 1:] == ["--privileged", "-v", "/:/host"]
+    assert "--privileged" not in argv[:argv.index(PINNED)]
