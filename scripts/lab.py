@@ -132,12 +132,13 @@ def wait_for_boot(name):
 
 
 def authorize(index):
-    """The node's admin account with the lab key and sudo, made the way a provider's image or cloud-init makes it."""
+    """The node's admin account with the lab key and sudo, made the way a provider's image or cloud-init makes it
+    (uid 2000: the training user keeps 1000, the uid its image runs as)."""
     with open(KEY + ".pub") as handle:
         pub = handle.read().strip()
     home = "/home/" + ADMIN
     script = (
-        "id -u {admin} >/dev/null 2>&1 || useradd -m -s /bin/bash -G sudo {admin}; "
+        "id -u {admin} >/dev/null 2>&1 || useradd -m -u 2000 -s /bin/bash -G sudo {admin}; "
         "echo '{admin} ALL=(ALL:ALL) NOPASSWD: ALL' > /etc/sudoers.d/90-{admin} && chmod 0440 /etc/sudoers.d/90-{admin}; "
         "install -d -m 0700 -o {admin} -g {admin} {home}/.ssh && touch {home}/.ssh/authorized_keys && "
         "chown {admin}: {home}/.ssh/authorized_keys && chmod 0600 {home}/.ssh/authorized_keys && "
