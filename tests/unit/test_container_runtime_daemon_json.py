@@ -169,3 +169,82 @@ def test_every_variable_is_documented_with_its_default():
     assert defaults["container_runtime_default_shm_size"] == "8G"
     assert defaults["container_runtime_ulimit_memlock"] == -1
     assert defaults["container_runtime_ulimit_stack"] == 67108864
+    assert defaults["container_runtime_no_new_privileges"] is True
+
+
+# --- what the merge refuses or warns about (filter gpufleet.cluster.daemon_json_review) -------------------------
+
+TLS = {"tlsverify": True, "tlscacert": "/etc/docker/ca.pem", "tlscert": "/etc/docker/cert.pem",
+       "tlskey": "/etc/docker/key.pem"}
+
+
+@pytest.mark.parametrize("foreign", [
+    {"hosts": ["unix:///var/run/docker.sock", "tcp://0.0.0.0:2375"]},
+    {"hosts": ["tcp://127.0.0.1:2375"]},
+    {"hosts": "TCP://10.0.0.1:2376", "tls": True, "tlscert": "/c", "tlskey": "/k"},
+    {"hosts": ["tcp://0.0.0.0:2376"], **dict(TLS, tlsverify=False)},
+    {"hosts": ["tcp://0.0.0.0:2376"], **dict(TLS, tlscacert="")},
+])
+def test_tcp_api_without_tls_client_verification_is_refused_and_the_file_untouched(tmp_path, foreign):
+    target = tmp_path / "docker" / "daemon.json"
+    target.parent.mkdir()
+    target.write_text(json.dumps(foreign))
+    before = (sha(target), target.stat().st_mtime_ns)
+    rc, out, _ = merge(tmp_path, OURS)
+    flat = " ".join(out.split())
+    assert rc != 0, out
+    assert "gives root on this node to anyone who can reach that port" in flat
+    assert "tcp://" in flat.lower()
+    assert "Nothing was changed." in flat
+    assert (sha(target), target.stat().st_mtime_ns) == before
+
+
+def test_tcp_api_with_tls_client_verification_is_kept(tmp_path):
+    target = tmp_path / "docker" / "daemon.json"
+    target.parent.mkdir()
+    foreign = {"hosts": ["unix:///var/run/docker.sock", "tcp://0.0.0.0:2376"], **TLS}
+    target.write_text(json.dumps(foreign))
+    rc, out, changed = merge(tmp_path, OURS)
+    assert rc == 0, out
+    assert changed == 1, out
+    merged = json.loads(target.read_text())
+    assert merged["hosts"] == foreign["hosts"] and merged["tlsverify"] is True
+
+
+def test_a_tcp_host_from_the_overlay_is_refused_too(tmp_path):
+    rc, out, _ = merge(tmp_path, dict(OURS, hosts=["tcp://0.0.0.0:2375"]))
+    assert rc != 0, out
+    assert "Nothing was changed." in " ".join(out.split())
+    assert not (tmp_path / "docker" / "daemon.json").exists()
+
+
+def test_insecure_registries_are_named_in_a_warning_and_kept(tmp_path):
+    target = tmp_path / "docker" / "daemon.json"
+    target.parent.mkdir()
+    target.write_text(json.dumps(FOREIGN))
+    rc, out, _ = merge(tmp_path, OURS)
+    flat = " ".join(out.split())
+    assert rc == 0, out
+    assert "WARNING: localhost: %s lists insecure-registries 10.0.0.5:5000:" % target in flat
+    assert json.loads(target.read_text())["insecure-registries"] == ["10.0.0.5:5000"]
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    rc, out, _ = merge(clean, OURS)
+    assert rc == 0, out
+    assert "insecure-registries" not in out
+
+
+def test_review_filter_on_its_own():
+    from ansible_collections.gpufleet.cluster.plugins.filter import docker_daemon
+    review = docker_daemon.daemon_json_review
+    assert review({}) == {"unsafe_hosts": [], "insecure_registries": [], "tls_complete": False}
+    assert review({"hosts": ["fd://", "unix:///run/docker.sock"]})["unsafe_hosts"] == []
+    assert review({"hosts": ["tcp://0.0.0.0:2375"]})["unsafe_hosts"] == ["tcp://0.0.0.0:2375"]
+    assert review({"hosts": ["tcp://0.0.0.0:2376"], **TLS}) == {
+        "unsafe_hosts": [], "insecure_registries": [], "tls_complete": True}
+    # "tlsverify": "true" (a string) is not JSON true, and Docker would not read it as such either.
+    assert review({"hosts": ["tcp://h:2376"], **dict(TLS, tlsverify="true")})["unsafe_hosts"] == ["tcp://h:2376"]
+    assert review({"insecure-registries": "r.example:5000"})["insecure_registries"] == ["r.example:5000"]
+    with pytest.raises(ValueError):
+        review(["not", "an", "object"])
+

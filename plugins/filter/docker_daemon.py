@@ -1,0 +1,83 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""What the container_runtime role refuses or warns about in a Docker daemon.json.
+
+The work is done by plain functions (no Ansible state) so unit tests call them directly.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+name: daemon_json_review
+short_description: Unsafe settings of a Docker daemon.json
+version_added: "0.1.0"
+description:
+  - Reads a parsed daemon.json and returns what the container_runtime role refuses and what it warns about.
+  - Refused, in C(unsafe_hosts), are C(hosts) entries that listen on TCP (C(tcp://)) without mutual TLS, that is
+    unless C(tlsverify) is true and C(tlscacert), C(tlscert) and C(tlskey) are all set. The Docker API on
+    TCP without it gives root on the node to anyone who reaches the port.
+  - Warned about, in C(insecure_registries), are the C(insecure-registries) entries (pulled over plain HTTP
+    or unchecked TLS).
+options:
+  _input:
+    description: The daemon.json content, parsed.
+    type: dict
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Review the merged daemon.json
+  ansible.builtin.set_fact:
+    review: "{{ merged | gpufleet.cluster.daemon_json_review }}"
+"""
+
+RETURN = r"""
+_value:
+  description: "C({unsafe_hosts: [...], insecure_registries: [...], tls_complete: bool})."
+  type: dict
+"""
+
+TLS_FILES = ("tlscacert", "tlscert", "tlskey")
+
+
+def _as_list(value):
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [str(item) for item in value]
+    return [str(value)]
+
+
+def tls_complete(config):
+    """True when the daemon verifies clients: tlsverify true and the CA, certificate and key all named."""
+    return config.get("tlsverify") is True and all(str(config.get(key) or "").strip() for key in TLS_FILES)
+
+
+def daemon_json_review(config):
+    """{'unsafe_hosts': TCP hosts without mutual TLS, 'insecure_registries': [...], 'tls_complete': bool}."""
+    if not isinstance(config, dict):
+        raise ValueError("daemon_json_review expects a daemon.json object, got %s" % type(config).__name__)
+    complete = tls_complete(config)
+    tcp = [host for host in _as_list(config.get("hosts")) if host.strip().lower().startswith("tcp://")]
+    return {
+        "unsafe_hosts": [] if complete else tcp,
+        "insecure_registries": _as_list(config.get("insecure-registries")),
+        "tls_complete": complete,
+    }
+
+
+class FilterModule(object):
+    """gpufleet Docker daemon helpers."""
+
+    def filters(self):
+        def review(config):
+            try:
+                return daemon_json_review(config)
+            except ValueError as error:
+                from ansible.errors import AnsibleFilterError
+                raise AnsibleFilterError(str(error))
+        return {"daemon_json_review": review}
