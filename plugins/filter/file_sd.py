@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
-"""Filters that build Prometheus file_sd target lists and pick a node's monitoring address.
+"""Filters that build Prometheus file_sd target lists, pick the exporters' listen address and write their
+web (TLS/basic auth) and scrape settings.
 
 The work is done by plain functions (no Ansible state) so unit tests call them directly;
 FilterModule only maps the names and turns ValueError into AnsibleFilterError.
@@ -22,8 +23,12 @@ description:
     sorted by node then exporter, every label a string.
   - Companion filters in this file are C(gpufleet.cluster.file_sd_merge) (keep the entries of nodes
     this run did not reach, drop nodes no longer in the inventory), C(gpufleet.cluster.address_in_network)
-    (the first of a node's addresses inside a CIDR) and C(gpufleet.cluster.gpu_summary) (GPU model and
-    count from gpu_topology facts, else from gpufleet_node).
+    (the first of a node's addresses inside a CIDR), C(gpufleet.cluster.gpu_summary) (GPU model and
+    count from gpu_topology facts, else from gpufleet_node), C(gpufleet.cluster.exporter_listen_address)
+    (the address the exporters bind to: monitoring network, else cluster address, else refused unless
+    listening on every address was asked for), C(gpufleet.cluster.exporter_web_config) (the exporter-toolkit
+    web configuration for TLS and basic auth) and C(gpufleet.cluster.exporter_scrape_config) (the Prometheus
+    scrape job with the matching scheme, basic_auth and tls_config).
 options:
   _input:
     description: One dict per node.
@@ -47,6 +52,7 @@ _value:
 
 import ipaddress
 import json
+import re
 
 try:
     from ansible.errors import AnsibleFilterError
@@ -195,6 +201,130 @@ def gpu_summary(node_facts, topology=None):
     return {"gpu_model": "+".join(ids) if ids else "none", "gpu_count": int(count)}
 
 
+BCRYPT_RE = re.compile(r"^\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}$")
+USER_RE = re.compile(r"^[^:\s]+$")
+
+
+def _ip_or_none(value):
+    try:
+        return ipaddress.ip_address(str(value).split("%")[0].strip())
+    except ValueError:
+        return None
+
+
+def exporter_listen_address(addresses, monitoring_network="", cluster_address="", cluster_network="",
+                            listen_all=False, host="this node"):
+    """The address the exporters bind to; '' means every address.
+
+    In order: listen_all (explicit opt-in) gives ''; the node's address in monitoring_network (a node
+    without one is refused); cluster_address when it is an IP the node holds; the node's address in
+    cluster_network. Anything else is refused: an exporter without authentication on every address
+    hands the metrics to whoever reaches the node.
+    """
+    if listen_all:
+        return ""
+    addresses = [a for a in (addresses or []) if _ip_or_none(a) is not None]
+    shown = ", ".join(str(a) for a in addresses) or "none"
+    monitoring_network = str(monitoring_network or "").strip()
+    if monitoring_network:
+        found = address_in_network(addresses, monitoring_network)
+        if not found:
+            raise ValueError(
+                "%s has no address in the monitoring network %s (gpufleet_monitoring_network); its addresses are "
+                "%s. Fix the inventory or the node's network. Nothing was changed." % (host, monitoring_network, shown))
+        return found
+    wanted = _ip_or_none(cluster_address or "")
+    if wanted is not None:
+        for address in addresses:
+            if _ip_or_none(address) == wanted:
+                return str(wanted)
+    cluster_network = str(cluster_network or "").strip()
+    if cluster_network:
+        found = address_in_network(addresses, cluster_network)
+        if found:
+            return found
+    raise ValueError(
+        "%s: the exporters have no address to bind to: no monitoring network (gpufleet_monitoring_network), and "
+        "the cluster address %r (gpufleet_cluster_address, else ansible_host) is not an IP of the node nor is any "
+        "of its addresses (%s) in the cluster network %r (gpufleet_cluster_network). Set one of them, or set "
+        "gpu_monitoring_listen_all: true to listen on every address, which shows the metrics to anyone who can "
+        "reach the node. Nothing was changed." % (host, str(cluster_address or ""), shown, cluster_network))
+
+
+def listen_host(address):
+    """Host part of a listen flag: IPv6 in brackets, '' (every address) as is."""
+    address = str(address or "").strip()
+    return "[%s]" % address if ":" in address else address
+
+
+def exporter_web_config(tls_cert_file="", tls_key_file="", users=None):
+    """The exporter-toolkit web configuration (node_exporter --web.config.file, dcgm-exporter
+    --web-config-file) as a dict; {} when neither TLS nor basic auth is asked for.
+
+    users maps a user name to its bcrypt hash; a plain password, or any other hash, is refused.
+    """
+    tls_cert_file = str(tls_cert_file or "").strip()
+    tls_key_file = str(tls_key_file or "").strip()
+    if bool(tls_cert_file) != bool(tls_key_file):
+        raise ValueError("exporter TLS needs both a certificate and a key (gpu_monitoring_web_tls_cert and "
+                         "gpu_monitoring_web_tls_key). Nothing was changed.")
+    users = users or {}
+    if not isinstance(users, dict):
+        raise ValueError("gpu_monitoring_web_basic_auth_users must map user names to bcrypt hashes. Nothing was changed.")
+    config = {}
+    if tls_cert_file:
+        config["tls_server_config"] = {"cert_file": tls_cert_file, "key_file": tls_key_file, "min_version": "TLS12"}
+    if users:
+        bad = sorted(str(name) for name, hashed in users.items()
+                     if not USER_RE.match(str(name)) or not BCRYPT_RE.match(str(hashed or "")))
+        if bad:
+            raise ValueError(
+                "gpu_monitoring_web_basic_auth_users: %s must map a user name (no colon or space) to a bcrypt hash "
+                "($2y$10$..., e.g. from `htpasswd -nBC 10 USER`), never a plain password. Nothing was changed."
+                % ", ".join(bad))
+        config["basic_auth_users"] = dict((str(k), str(v)) for k, v in sorted(users.items()))
+    return config
+
+
+def exporter_scrape_config(job_name, file_sd_files, web_config=None, username="", password_file="", ca_file="",
+                           server_name=""):
+    """A Prometheus configuration with one scrape job for the exporters, matching their web configuration:
+    scheme https and tls_config with TLS, basic_auth (password read from password_file on the Prometheus
+    server) with basic-auth users. username may be empty when exactly one user is configured.
+    """
+    web_config = web_config or {}
+    job = {"job_name": str(job_name)}
+    if web_config.get("tls_server_config"):
+        job["scheme"] = "https"
+        tls = {}
+        if ca_file:
+            tls["ca_file"] = str(ca_file)
+        if server_name:
+            tls["server_name"] = str(server_name)
+        job["tls_config"] = tls
+    else:
+        job["scheme"] = "http"
+    users = web_config.get("basic_auth_users") or {}
+    if users:
+        username = str(username or "").strip()
+        if not username:
+            if len(users) != 1:
+                raise ValueError(
+                    "several exporter users are configured (%s): name the one Prometheus scrapes as in "
+                    "gpu_monitoring_scrape_username. Nothing was changed." % ", ".join(sorted(users)))
+            username = next(iter(users))
+        if username not in users:
+            raise ValueError("gpu_monitoring_scrape_username %r is not among the exporter users (%s). Nothing was "
+                             "changed." % (username, ", ".join(sorted(users))))
+        if not str(password_file or "").strip():
+            raise ValueError("with exporter basic auth, gpu_monitoring_scrape_password_file must name the file on "
+                             "the Prometheus server that holds the password. Nothing was changed.")
+        job["basic_auth"] = {"username": username, "password_file": str(password_file)}
+    files = [file_sd_files] if isinstance(file_sd_files, str) else list(file_sd_files or [])
+    job["file_sd_configs"] = [{"files": [str(f) for f in files]}]
+    return {"scrape_configs": [job]}
+
+
 def _wrap(func):
     def wrapped(*args, **kwargs):
         try:
@@ -215,4 +345,8 @@ class FilterModule(object):
             "file_sd_merge": _wrap(file_sd_merge),
             "address_in_network": _wrap(address_in_network),
             "gpu_summary": _wrap(gpu_summary),
+            "exporter_listen_address": _wrap(exporter_listen_address),
+            "exporter_listen_host": _wrap(listen_host),
+            "exporter_web_config": _wrap(exporter_web_config),
+            "exporter_scrape_config": _wrap(exporter_scrape_config),
         }
