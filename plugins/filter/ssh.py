@@ -18,7 +18,12 @@ description:
     authentication methods; an empty list means the daemon serves what is on disk.
   - Companion filters in this file are C(gpufleet.cluster.sshd_effective) (C(sshd -T) as a dict),
     C(gpufleet.cluster.ssh_kexinit) (the server KEXINIT from C(ssh -vv)),
-    C(gpufleet.cluster.known_hosts_lines) (ssh_known_hosts lines, keeping nodes this run did not reach)
+    C(gpufleet.cluster.known_hosts_lines) (ssh_known_hosts lines, keeping nodes this run did not reach),
+    C(gpufleet.cluster.cluster_known_hosts) (the cluster's ssh_known_hosts lines with names from the inventory:
+    C(hosts | gpufleet.cluster.cluster_known_hosts(hostvars, current_text, trust_fact_names)); fails on pattern
+    characters, a name or address claimed by two nodes, or a host key that is not one valid ssh-ed25519 key),
+    C(gpufleet.cluster.ssh_host_key) (the one C(ssh-ed25519 <base64>) key of a .pub file, or an error),
+    C(gpufleet.cluster.hosts_without_address) (hosts for which the inventory and facts give no IP address)
     and C(gpufleet.cluster.addresses_in_networks) (addresses inside a list of CIDRs).
 options:
   _input:
@@ -49,9 +54,12 @@ try:
 except ImportError:  # pragma: no cover - only without ansible installed
     AnsibleFilterError = ValueError
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_own_addresses
 from ansible_collections.gpufleet.cluster.plugins.module_utils.ssh_policy import (
     addresses_in_networks,
+    cluster_known_hosts,
     known_hosts_lines,
+    parse_host_key,
     parse_kexinit_probe,
     parse_sshd_effective,
     runtime_drift,
@@ -62,18 +70,26 @@ def sshd_runtime_drift(probe_text, effective_text):
     return runtime_drift(parse_kexinit_probe(probe_text), parse_sshd_effective(effective_text))
 
 
-def _known_hosts_lines(nodes, existing_text=""):
-    try:
-        return known_hosts_lines(nodes, existing_text)
-    except ValueError as exc:
-        raise AnsibleFilterError(str(exc))
+def _filter_errors(function, prefix=""):
+    """The function as a filter: its ValueError (a refusal with the reason) becomes an AnsibleFilterError."""
+    def wrapper(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except ValueError as exc:
+            raise AnsibleFilterError(prefix + str(exc))
+    return wrapper
 
 
-def _addresses_in_networks(addresses, networks):
-    try:
-        return addresses_in_networks(addresses, networks)
-    except ValueError as exc:
-        raise AnsibleFilterError("not a CIDR network: %s" % exc)
+_known_hosts_lines = _filter_errors(known_hosts_lines)
+_addresses_in_networks = _filter_errors(addresses_in_networks, "not a CIDR network: ")
+_ssh_host_key = _filter_errors(lambda text, host="this node": parse_host_key(text, host))
+_cluster_known_hosts = _filter_errors(
+    lambda hosts, hostvars, existing_text="", trust_fact_names=False:
+    cluster_known_hosts(hostvars, hosts, existing_text or "", bool(trust_fact_names)))
+
+
+def _hosts_without_address(hosts, hostvars):
+    return [host for host in hosts if not node_own_addresses(hostvars.get(host) or {})]
 
 
 class FilterModule(object):
@@ -84,4 +100,7 @@ class FilterModule(object):
             "sshd_runtime_drift": sshd_runtime_drift,
             "known_hosts_lines": _known_hosts_lines,
             "addresses_in_networks": _addresses_in_networks,
+            "cluster_known_hosts": _cluster_known_hosts,
+            "ssh_host_key": _ssh_host_key,
+            "hosts_without_address": _hosts_without_address,
         }

@@ -3,17 +3,25 @@
 # Apache License 2.0 (see LICENSE)
 """Pure helpers for the SSH roles: parse ``sshd -T`` and the server KEXINIT an ``ssh -vv`` client
 prints, tell whether the running sshd serves the configuration on disk, and build
-``/etc/ssh/ssh_known_hosts`` lines. No Ansible import here.
+``/etc/ssh/ssh_known_hosts`` lines from what the inventory says (never from what a node claims alone).
+No Ansible import here.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import base64
+import binascii
 import ipaddress
+import re
+import struct
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_own_addresses
 
 # sshd -T keywords that may appear more than once; their values are kept as a list.
-MULTI_VALUED = ("hostkey", "listenaddress", "port", "acceptenv", "subsystem", "include")
+MULTI_VALUED = ("hostkey", "listenaddress", "port", "acceptenv", "subsystem", "include", "allowgroups",
+                "allowusers", "denygroups", "denyusers")
 
 # ssh -vv: label of each list in the peer server KEXINIT proposal -> sshd -T keyword it mirrors.
 KEXINIT_LABELS = {
@@ -179,3 +187,158 @@ def _unique(items):
         if item not in seen:
             seen.append(item)
     return seen
+
+
+# Characters ssh reads as patterns or separators in a known_hosts host field: a name holding one could match,
+# and so take over, other hosts.
+PATTERN_CHARS = "*?![],"
+_HOSTNAME = re.compile(r"^[a-z0-9_]([a-z0-9_.-]{0,251}[a-z0-9_])?$")
+# Names every host has; never a name of one node.
+NEVER_NAMES = ("localhost", "localhost.localdomain", "localhost6", "localhost6.localdomain6", "ip6-localhost")
+_ED25519_PREFIX = struct.pack(">I", 11) + b"ssh-ed25519" + struct.pack(">I", 32)
+
+
+def known_hosts_name(value, host, source):
+    """``value`` as it goes into a known_hosts host field: an IP address in canonical form, or a lower-case
+    host name. Raises ValueError for anything else, pattern characters and whitespace above all."""
+    text = str(value)
+    if any(char in PATTERN_CHARS or char.isspace() for char in text) or not text:
+        raise ValueError(
+            "%s: %s gives %r as one of its names; known_hosts pattern characters (%s) and whitespace are "
+            "refused, since such a name would match other hosts. Fix %s. Nothing was changed."
+            % (host, source, text, " ".join(PATTERN_CHARS), source))
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        pass
+    name = text.lower()
+    if not _HOSTNAME.match(name):
+        raise ValueError(
+            "%s: %s gives %r as one of its names, which is neither an IP address nor a host name (letters, digits, "
+            "'.', '-', '_'). Fix %s. Nothing was changed." % (host, source, text, source))
+    return name
+
+
+def parse_host_key(text, host):
+    """The one ``ssh-ed25519 <base64>`` key in ``text`` (a host's ``ssh_host_ed25519_key.pub``), comment dropped.
+
+    Raises ValueError unless the text holds exactly one key line, of type ssh-ed25519, whose base64 decodes to a
+    well-formed ed25519 public key blob (the type inside must match, the key must be 32 bytes).
+    """
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip() and not line.strip().startswith("#")]
+    problem = None
+    if len(lines) != 1:
+        problem = "%d key lines instead of one" % len(lines)
+    else:
+        fields = lines[0].split()
+        if len(fields) < 2 or fields[0] != "ssh-ed25519":
+            problem = "not an ssh-ed25519 key"
+        else:
+            try:
+                blob = base64.b64decode(fields[1].encode("ascii"), validate=True)
+            except (binascii.Error, ValueError, UnicodeError):
+                blob = b""
+            if len(blob) != len(_ED25519_PREFIX) + 32 or not blob.startswith(_ED25519_PREFIX):
+                problem = "the base64 part is not an ed25519 public key"
+            elif base64.b64encode(blob).decode("ascii") != fields[1]:
+                problem = "the base64 part is not in canonical form"
+    if problem:
+        raise ValueError(
+            "%s: its host key is not a single valid 'ssh-ed25519 <base64>' key (%s). Check "
+            "/etc/ssh/ssh_host_ed25519_key.pub on %s. Nothing was changed." % (host, problem, host))
+    return "ssh-ed25519 " + lines[0].split()[1]
+
+
+def node_names(host, host_vars, extra_names=(), trust_fact_names=False):
+    """Names and addresses a node is known by in ssh_known_hosts, and the fact names left out.
+
+    From the inventory: the inventory name, ansible_host, gpufleet_cluster_address and the node's own addresses
+    (module_utils/cluster.node_own_addresses: inventory addresses, the default IPv4 fact only for a node named by
+    DNS), then ``extra_names`` (cluster_ssh_extra_names). The hostname and FQDN the node reports about itself are
+    used only where they equal one of those or ``trust_fact_names`` is set; the others come back in the second
+    list so the caller can refuse one that names another node. Every value is checked with known_hosts_name().
+    Returns ``(names, unused_fact_names)``.
+    """
+    names = []
+    listed = [(host, "the inventory name")]
+    for key in ("ansible_host", "gpufleet_cluster_address"):
+        if host_vars.get(key):
+            listed.append((host_vars.get(key), key))
+    listed += [(str(address), "its address (gpufleet_node_addresses or facts)") for address in node_own_addresses(host_vars)]
+    listed += [(name, "cluster_ssh_extra_names") for name in extra_names or ()]
+    for value, source in listed:
+        name = known_hosts_name(str(value).strip() if source != "cluster_ssh_extra_names" else value, host, source)
+        if name not in NEVER_NAMES and name not in names:
+            names.append(name)
+    facts = host_vars.get("ansible_facts") or {}
+    unused = []
+    for key in ("hostname", "fqdn"):
+        value = facts.get(key)
+        if value in (None, ""):
+            continue
+        name = known_hosts_name(value, host, "the %s it reports (ansible_facts.%s)" % (key, key))
+        if name in NEVER_NAMES or name in names:
+            continue
+        if trust_fact_names:
+            names.append(name)
+        elif name not in unused:
+            unused.append(name)
+    return names, unused
+
+
+def cluster_known_hosts(hostvars, hosts, existing_text="", trust_fact_names=False):
+    """Lines of the cluster's ``/etc/ssh/ssh_known_hosts``, every name bound to exactly one node's key.
+
+    ``hostvars[host]`` holds the inventory values and facts, and for a node this run reached
+    ``cluster_ssh_node_identity`` = ``{key: <its ssh_host_ed25519_key.pub>, extra_names: [...]}``. Names come from
+    node_names(). A node without a key this run keeps the key its names have in ``existing_text`` (so a
+    ``--limit`` run drops no node); lines of names outside the cluster are dropped.
+
+    Raises ValueError, before anything is written, when a name holds pattern characters, a name or address is
+    claimed by two nodes (a reported hostname naming another node included), a host key is not one valid
+    ssh-ed25519 key, or the current file gives an unreached node two different keys.
+    """
+    owner = {}
+    plan = []
+    unused_facts = {}
+    for host in sorted(set(hosts)):
+        host_vars = hostvars.get(host) or {}
+        identity = host_vars.get("cluster_ssh_node_identity") or {}
+        extra = identity.get("extra_names") if identity else host_vars.get("cluster_ssh_extra_names")
+        names, unused_facts[host] = node_names(host, host_vars, extra or (), trust_fact_names)
+        for name in names:
+            if owner.get(name, host) != host:
+                raise ValueError(
+                    "%s is claimed by both %s and %s: a name or address in ssh_known_hosts must belong to one node "
+                    "(check inventory names, ansible_host, gpufleet_cluster_address, gpufleet_node_addresses and "
+                    "cluster_ssh_extra_names). Nothing was changed." % (name, owner[name], host))
+            owner[name] = host
+        plan.append((host, names, identity.get("key") or ""))
+    for host in sorted(unused_facts):
+        for name in unused_facts[host]:
+            if name in owner and owner[name] != host:
+                raise ValueError(
+                    "%s reports %s as its own name, but that is a name of %s: a node must not take over another's "
+                    "name in ssh_known_hosts (a compromised or misconfigured node). Nothing was changed."
+                    % (host, name, owner[name]))
+    existing = []
+    for raw in (existing_text or "").splitlines():
+        fields = raw.strip().split()
+        if len(fields) >= 3 and not fields[0].startswith(("#", "|", "@")):
+            existing.append((set(fields[0].lower().split(",")), " ".join(fields[1:3])))
+    lines = []
+    for host, names, key in plan:
+        if key:
+            key = parse_host_key(key, host)
+        else:
+            found = sorted(set(line_key for line_names, line_key in existing if line_names & set(names)))
+            if len(found) > 1:
+                raise ValueError(
+                    "%s was not reached by this run and the current ssh_known_hosts gives its names %d different "
+                    "keys: run the play on every cluster node to read its key again. Nothing was changed."
+                    % (host, len(found)))
+            if not found:
+                continue
+            key = found[0]
+        lines.append("%s %s" % (",".join(names), key))
+    return sorted(lines)
