@@ -62,6 +62,8 @@ REASON_TEXT = {
              "the signature; images signed with --tlog-upload=false need ignore_tlog"),
     "key_invalid": "the public key could not be read",
     "digest_mismatch": "cosign verified a different digest than the one asked for",
+    "reference_mismatch": ("the signature is valid but was made for another repository or tag (a tag re-pointed to "
+                           "another signed image, e.g. a rollback)"),
     "unknown": "cosign verify failed",
 }
 
@@ -151,7 +153,7 @@ def parse_verify_output(stdout):
     payloads = json.loads(text[start:])
     if not isinstance(payloads, list) or not payloads:
         raise ValueError("cosign printed an empty list of verified signatures")
-    digests, refs, identities = [], [], []
+    digests, refs, identities, claims = [], [], [], []
     for payload in payloads:
         critical = payload.get("critical") or payload.get("Critical") or {}
         image = critical.get("image") or critical.get("Image") or {}
@@ -165,13 +167,62 @@ def parse_verify_output(stdout):
         if ref and ref not in refs:
             refs.append(ref)
         optional = payload.get("optional") or {}
+        tag = optional.get("tag") if isinstance(optional, dict) else None
+        claims.append({"docker_reference": ref, "tag": tag if isinstance(tag, str) else None})
         subject = optional.get("Subject")
         issuer = optional.get("Issuer") or optional.get("1.3.6.1.4.1.57264.1.1")
         if subject or issuer:
             pair = {"subject": subject, "issuer": issuer}
             if pair not in identities:
                 identities.append(pair)
-    return {"digests": digests, "docker_references": refs, "identities": identities, "count": len(payloads)}
+    return {"digests": digests, "docker_references": refs, "identities": identities, "count": len(payloads),
+            "claims": claims}
+
+
+_DOCKER_HUB_ALIASES = ("docker.io", "index.docker.io", "registry-1.docker.io")
+
+
+def normalize_repository(name):
+    """``registry/path`` of a repository the way go-containerregistry names it, so that what was signed
+    (cosign's ``docker-reference``) and what was asked compare equal: Docker Hub under one name, its
+    single-component paths under ``library/``, the registry host in lowercase."""
+    parsed = parse_image_ref(name)
+    registry, path = parsed["registry"].lower(), parsed["path"]
+    if registry in _DOCKER_HUB_ALIASES:
+        registry = DOCKER_HUB
+        if "/" not in path:
+            path = "library/" + path
+    return "%s/%s" % (registry, path)
+
+
+def check_binding(verified, parsed, require_tag_annotation=False):
+    """Whether one verified payload was signed for the repository (and tag) that was asked.
+
+    A payload binds when its ``critical.identity.docker-reference`` names the repository of ``parsed`` and,
+    when ``parsed`` carries a tag, its ``tag`` annotation (``cosign sign -a tag=<tag>``) equals that tag; a
+    payload without the annotation binds to the repository only, unless ``require_tag_annotation``.
+    Returns ``(True, "")`` or ``(False, detail)`` naming what the signatures were made for.
+    """
+    want = normalize_repository(parsed["name"])
+    tag = parsed["tag"]
+    seen = []
+    for claim in verified.get("claims") or []:
+        ref = claim.get("docker_reference")
+        try:
+            repo = normalize_repository(ref) if ref else None
+        except ImageRefError:
+            repo = None
+        seen.append("%s%s" % (ref or "(no docker-reference)",
+                              (" tag=%s" % claim["tag"]) if claim.get("tag") else " (no tag annotation)"))
+        if repo != want:
+            continue
+        if tag is None:
+            return True, ""
+        if claim.get("tag") == tag or (claim.get("tag") is None and not require_tag_annotation):
+            return True, ""
+    asked = "%s:%s" % (parsed["name"], tag) if tag else parsed["name"]
+    need = (" with the annotation tag=%s" % tag) if tag else ""
+    return False, "asked for %s%s, signed for %s" % (asked, need, "; ".join(seen) or "nothing")
 
 
 def classify_failure(rc, stderr):

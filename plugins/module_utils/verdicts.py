@@ -22,6 +22,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import base64
+import json
 import re
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
@@ -161,22 +163,54 @@ def fabric_verdict(fabric):
     return verdict(PASSED, "%d port(s): %s" % (len(ports), ", ".join(str(s) for s in states)), detail)
 
 
-def image_verdict(signed, image="", key_configured=False):
+def image_record(slurped):
+    """The node's image record (``image_security_record_path``) from its registered ``slurp`` result, or None
+    when the file is missing or unreadable."""
+    if is_skipped(slurped) or slurped.get("failed") or not slurped.get("content"):
+        return None
+    try:
+        record = json.loads(base64.b64decode(slurped["content"]).decode("utf-8"))
+    except (ValueError, TypeError, UnicodeDecodeError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _scan_detail(record, digest):
+    """What the node's record says of the scan gate for ``digest``: {status, reason}."""
+    if record is None:
+        return {"status": SKIPPED, "reason": "no image record on the node (image_security has not run here since "
+                "it records the scan gate)"}
+    scan = record.get("scan") or {}
+    status, reason = scan.get("status"), one_line(str(scan.get("reason") or ""))
+    if status == PASSED and scan.get("digest") == digest:
+        return {"status": PASSED, "reason": reason or "trivy passed the policy"}
+    if status == SKIPPED:
+        return {"status": SKIPPED, "reason": reason or "scan gate off (no reason recorded)"}
+    return {"status": SKIPPED, "reason": "no scan of %s recorded on the node" % digest}
+
+
+def image_verdict(signed, image="", key_configured=False, record=None):
     """Verdict of the ``image`` step from the registered ``gpufleet.cluster.signed_image`` result (check mode).
 
-    ``image`` is the configured reference (empty: no image), ``key_configured`` whether a cosign key is set.
-    skipped: no image or no key; failed: the verification's message, or a verified digest missing on the node;
-    passed: the verified digest is on the node. ``detail`` carries digest, key_fingerprint, verified_by and
-    pinned (repository@digest), None where the module did not get that far.
+    ``image`` is the configured reference (empty: no image), ``key_configured`` whether a cosign key is set,
+    ``record`` the registered ``slurp`` of the node's image record (what image_security distributed and whether
+    its scan gate passed or was skipped, with the reason).
+    skipped: no image or no key; failed: the verification's message, a verified digest missing on the node, a
+    result that is not a verification against the registry in this run, or a digest other than the one
+    image_security recorded; passed: the signature verified now and the digest is on the node. ``detail`` carries
+    digest, key_fingerprint, verified_by, pinned (repository@digest) and scan ({status, reason} of the scan gate,
+    from the record), None where the module did not get that far.
     """
     ran = not is_skipped(signed)
     signed = signed or {}
     verified = signed.get("verified") or {}
+    node = image_record(record)
     detail = {
         "digest": signed.get("digest"),
         "key_fingerprint": verified.get("key_fingerprint"),
         "verified_by": verified.get("by"),
         "pinned": signed.get("image_pinned"),
+        "scan": None,
     }
     if not image:
         return verdict(SKIPPED, "no training image configured (gpufleet_image)", detail)
@@ -189,14 +223,19 @@ def image_verdict(signed, image="", key_configured=False):
     if error:
         return verdict(FAILED, error, detail)
     digest = signed.get("digest")
+    detail["scan"] = _scan_detail(node, digest)
+    if detail["verified_by"] not in ("key", "keyless") or _int(verified.get("signatures")) < 1 or not digest:
+        return verdict(FAILED, "%s: the signature was not verified against the registry in this run (verified by "
+                       "%s)" % (digest or image, detail["verified_by"] or "nothing"), detail)
     if signed.get("changed"):
         return verdict(FAILED, "signature verified but %s is not on the node" % digest, detail)
-    if detail["verified_by"] == "local-digest":
-        return verdict(PASSED, "%s present; its signature was not checked again (pinned by digest, already on "
-                       "the node)" % digest, detail)
+    if node is not None and node.get("digest") and node.get("digest") != digest:
+        return verdict(FAILED, "signature of %s verified, but image_security distributed %s to this node: run "
+                       "image_security again" % (digest, node.get("digest")), detail)
     by = (" with key %s" % detail["key_fingerprint"]) if detail["key_fingerprint"] else (
-        " (%s)" % detail["verified_by"] if detail["verified_by"] else "")
-    return verdict(PASSED, "signature verified%s, %s present" % (by, digest), detail)
+        " (%s)" % detail["verified_by"])
+    return verdict(PASSED, "signature verified%s, %s present; scan gate %s: %s"
+                   % (by, digest, detail["scan"]["status"], detail["scan"]["reason"]), detail)
 
 
 def dcgm_diag_results(stdout):

@@ -16,10 +16,13 @@ description:
   - Runs C(cosign verify -o json) against the registry, takes the C(docker-manifest-digest) from the payloads
     cosign verified, and pulls C(<repository>@sha256:<digest>) with Docker or Podman. It never pulls the tag, so a
     tag moved after verification cannot slip in. Then tags the local alias O(tag_as).
-  - "Idempotent: when O(image) is a digest reference that is already in the local image store, nothing talks to
-    the registry (the digest was verified when it was pulled). When O(image) is a tag, cosign must ask the
-    registry what the tag points to now (a tag can move), but nothing is pulled when that verified digest is
-    already present, and the result is C(changed=false)."
+  - "The signature must be bound to what was asked: a verified payload's C(critical.identity.docker-reference)
+    must name the repository of O(image) and, when O(image) carries a tag, its C(tag) annotation (C(cosign sign -a
+    tag=<tag>)) must be that tag. A tag re-pointed to another image signed by the same key for another tag or
+    repository (a rollback) is refused with reason C(reference_mismatch)."
+  - "Every run asks the registry for the signatures and verifies them with the key given now, also when the digest
+    is already on the node, so a rotated or revoked key takes effect at the next run. Nothing is pulled when the
+    verified digest is already present, and the result is then C(changed=false)."
   - A failed verification fails the task with the reason in words (no signature, signed by another key, tag not
     found, registry unreachable, credentials refused) and leaves the image store as it was.
   - Check mode verifies for real and reports what it would pull and tag.
@@ -35,6 +38,18 @@ options:
       - Cosign public key, as a path on the node or as the PEM text itself.
       - Required with O(state=present) unless O(certificate_identity) and O(certificate_oidc_issuer) are given.
     type: str
+  digest:
+    description:
+      - The digest (C(sha256:...)) this run resolved and verified once for O(image), e.g. on the first node.
+        cosign then verifies C(<repository>@<digest>) and the tag is not resolved again on this node, so every node
+        gets exactly that digest; the tag annotation is still checked against the tag of O(image).
+    type: str
+  require_tag_annotation:
+    description:
+      - Refuse a signature without a C(tag) annotation when O(image) names a tag (without this, such a signature
+        binds to the repository only).
+    type: bool
+    default: false
   certificate_identity:
     description: Identity a keyless (Fulcio) signing certificate must carry, e.g. the CI workflow URL.
     type: str
@@ -69,11 +84,12 @@ options:
     type: str
   state:
     description:
-      - V(present) verifies and pulls; V(absent) removes the O(tag_as) alias and the image reference (by digest
+      - V(present) verifies and pulls; V(verified) only verifies (and resolves the tag to its digest), nothing is
+        pulled and no engine is needed; V(absent) removes the O(tag_as) alias and the image reference (by digest
         when O(image) is one, else the digests of O(image)'s repository the alias pointed to), without asking the
         registry.
     type: str
-    choices: [present, absent]
+    choices: [present, verified, absent]
     default: present
   cosign_path:
     description: The cosign binary; looked up on PATH when not given.
@@ -109,6 +125,22 @@ EXAMPLES = r"""
     certificate_identity: https://github.com/example/images/.github/workflows/release.yaml@refs/heads/main
     certificate_oidc_issuer: https://token.actions.githubusercontent.com
 
+- name: Resolve the tag and verify it once for the run (nothing is pulled)
+  gpufleet.cluster.signed_image:
+    image: registry.example.com/ml/pytorch-cuda:v2.7
+    key: "{{ lookup('ansible.builtin.file', 'files/cosign.pub') }}"
+    require_tag_annotation: true
+    state: verified
+  run_once: true
+  register: resolved
+
+- name: Pull exactly that digest on every node, the signature checked for the tag v2.7
+  gpufleet.cluster.signed_image:
+    image: registry.example.com/ml/pytorch-cuda:v2.7
+    digest: "{{ resolved.digest }}"
+    key: "{{ lookup('ansible.builtin.file', 'files/cosign.pub') }}"
+    require_tag_annotation: true
+
 - name: Remove the alias and the image it pointed to
   gpufleet.cluster.signed_image:
     image: registry.example.com/ml/pytorch-cuda:v2.7
@@ -119,12 +151,12 @@ EXAMPLES = r"""
 RETURN = r"""
 digest:
   description: Manifest digest cosign verified (and that was pulled).
-  returned: when state is present
+  returned: when state is present or verified
   type: str
   sample: sha256:5c99d8ed73711e9c33aeb592029fcb427c0595c0aa07edfd8165dbfb9a3b1206
 image_pinned:
   description: The reference the engine pulls, repository and verified digest.
-  returned: when state is present
+  returned: when state is present or verified
   type: str
   sample: registry.example.com/ml/pytorch-cuda@sha256:5c99d8ed73711e9c33aeb592029fcb427c0595c0aa07edfd8165dbfb9a3b1206
 pulled:
@@ -137,22 +169,26 @@ tagged:
   type: bool
 verified:
   description:
-    - What the signature was verified against, C(false) when the local digest was trusted without asking the
-      registry.
-  returned: when state is present
+    - What the signature was verified against, in this run (there is no path that trusts a local image without
+      asking the registry).
+  returned: when state is present or verified
   type: dict
   contains:
-    by: {description: "C(key), C(keyless) or C(local-digest)", type: str}
+    by: {description: "C(key) or C(keyless)", type: str}
     key_fingerprint: {description: SHA-256 of the public key (DER), type: str}
     identities: {description: Subject and issuer of keyless signatures, type: list}
     signatures: {description: Number of signature payloads cosign verified, type: int}
     docker_references: {description: The docker-reference claims of the payloads, type: list}
+    tags: {description: The tag annotations of the payloads (C(null) for a payload without one), type: list}
+    bound_to: {description: What the signature was checked to be made for (repository, and tag when asked), type: str}
 removed:
   description: References removed with O(state=absent).
   returned: when state is absent
   type: list
 reason:
-  description: Short code of the failure (no_signature, no_matching_signature, tag_not_found, auth_refused, unreachable, ...).
+  description:
+    - Short code of the failure (no_signature, no_matching_signature, tag_not_found, auth_refused, unreachable,
+      digest_mismatch, reference_mismatch, ...).
   returned: on verification failure
   type: str
 """
@@ -211,9 +247,9 @@ class Engine(object):
 def verify(module, parsed, key_file, config_dir):
     p = module.params
     cosign = p["cosign_path"] or module.get_bin_path("cosign")
-    if not cosign:
-        module.fail_json(msg="cosign is not installed on %s (install it, or set cosign_path); nothing was pulled"
-                         % p["image"])
+    if not cosign or (p["cosign_path"] and not os.access(cosign, os.X_OK)):
+        module.fail_json(msg="cosign is not installed on %s (%s; install it, or set cosign_path). Nothing was pulled; "
+                         "the image store is unchanged." % (p["image"], cosign or "not on PATH"))
     cmd = [cosign, "verify", "--output", "json", "--timeout", "%ds" % p["timeout"]]
     if key_file:
         cmd += ["--key", key_file]
@@ -224,7 +260,8 @@ def verify(module, parsed, key_file, config_dir):
         cmd.append("--insecure-ignore-tlog=true")
     if p["insecure_registry"]:
         cmd += ["--allow-http-registry=true", "--allow-insecure-registry=true"]
-    cmd.append(p["image"])
+    target = cs.pinned_ref(parsed, parsed["digest"]) if parsed["digest"] else p["image"]
+    cmd.append(target)
     env = dict(C_ENV)
     if config_dir:
         env["DOCKER_CONFIG"] = config_dir
@@ -242,6 +279,12 @@ def verify(module, parsed, key_file, config_dir):
     if len(result["digests"]) != 1 or (parsed["digest"] and result["digests"] != [parsed["digest"]]):
         module.fail_json(msg=cs.failure_message(p["image"], "digest_mismatch", ", ".join(result["digests"])),
                          reason="digest_mismatch", changed=False, pulled=False, tagged=False)
+    bound, detail = cs.check_binding(result, parsed, p["require_tag_annotation"])
+    if not bound:
+        module.fail_json(msg=cs.failure_message(p["image"], "reference_mismatch", detail),
+                         reason="reference_mismatch", digest=result["digests"][0], changed=False, pulled=False,
+                         tagged=False, docker_references=result["docker_references"],
+                         tags=[c["tag"] for c in result["claims"]])
     return result
 
 
@@ -257,24 +300,30 @@ def tag_alias(module, engine, pinned, alias):
     return True
 
 
-def present(module, parsed, engine, key_file, key_pem, config_dir):
-    p = module.params
-    result = {"changed": False, "pulled": False, "tagged": False}
-    if parsed["digest"] and engine.image_id(cs.pinned_ref(parsed, parsed["digest"])):
-        digest = parsed["digest"]
-        result["verified"] = {"by": "local-digest"}
-    else:
-        verified = verify(module, parsed, key_file, config_dir)
-        digest = verified["digests"][0]
-        result["verified"] = {
+def verified_only(module, parsed, key_file, key_pem, config_dir):
+    """Verify against the registry now and return what was verified; the one path every state goes through."""
+    verified = verify(module, parsed, key_file, config_dir)
+    digest = verified["digests"][0]
+    return {
+        "changed": False, "pulled": False, "tagged": False,
+        "digest": digest,
+        "image_pinned": cs.pinned_ref(parsed, digest),
+        "verified": {
             "by": "key" if key_file else "keyless",
             "key_fingerprint": cs.key_fingerprint(key_pem) if key_pem else None,
             "identities": verified["identities"],
             "signatures": verified["count"],
             "docker_references": verified["docker_references"],
-        }
-    pinned = cs.pinned_ref(parsed, digest)
-    result.update(digest=digest, image_pinned=pinned)
+            "tags": [c["tag"] for c in verified["claims"]],
+            "bound_to": ("%s:%s" % (parsed["name"], parsed["tag"])) if parsed["tag"] else parsed["name"],
+        },
+    }
+
+
+def present(module, parsed, engine, key_file, key_pem, config_dir):
+    p = module.params
+    result = verified_only(module, parsed, key_file, key_pem, config_dir)
+    digest, pinned = result["digest"], result["image_pinned"]
     if engine.image_id(pinned) is None:
         result["pulled"] = True
         if not module.check_mode:
@@ -317,6 +366,8 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             image=dict(type="str", required=True),
+            digest=dict(type="str"),
+            require_tag_annotation=dict(type="bool", default=False),
             key=dict(type="str", no_log=False),
             certificate_identity=dict(type="str"),
             certificate_oidc_issuer=dict(type="str"),
@@ -326,7 +377,7 @@ def main():
             insecure_registry=dict(type="bool", default=False),
             engine=dict(type="str", choices=["docker", "podman"], default="docker"),
             tag_as=dict(type="str"),
-            state=dict(type="str", choices=["present", "absent"], default="present"),
+            state=dict(type="str", choices=["present", "verified", "absent"], default="present"),
             cosign_path=dict(type="path"),
             timeout=dict(type="int", default=180),
         ),
@@ -338,6 +389,13 @@ def main():
     p = module.params
     try:
         parsed = cs.parse_image_ref(p["image"])
+        if p["digest"]:
+            if not cs.DIGEST_RE.match(p["digest"]):
+                raise cs.ImageRefError("digest %s: must be sha256: followed by 64 lowercase hex characters"
+                                       % p["digest"])
+            if parsed["digest"] and parsed["digest"] != p["digest"]:
+                raise cs.ImageRefError("%s carries another digest than digest %s" % (p["image"], p["digest"]))
+            parsed["digest"] = p["digest"]
         if p["tag_as"]:
             alias = cs.parse_image_ref(p["tag_as"])
             if alias["digest"]:
@@ -345,12 +403,13 @@ def main():
     except cs.ImageRefError as exc:
         module.fail_json(msg="invalid image reference: %s; nothing was changed" % exc)
 
-    if p["state"] == "present" and not p["key"] and not p["certificate_identity"]:
+    verifying = p["state"] in ("present", "verified")
+    if verifying and not p["key"] and not p["certificate_identity"]:
         module.fail_json(msg="%s: give the cosign public key (key) or the keyless identity "
                          "(certificate_identity and certificate_oidc_issuer); nothing was changed" % p["image"])
 
     key_pem, key_file = None, None
-    if p["state"] == "present" and p["key"]:
+    if verifying and p["key"]:
         if cs.is_pem(p["key"]):
             key_pem = p["key"]
         elif os.path.isfile(p["key"]):
@@ -375,11 +434,14 @@ def main():
             path = os.path.join(config_dir, "config.json")
             with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as handle:
                 handle.write(cs.docker_config(parsed["registry"], p["registry_username"], p["registry_password"]))
-        engine = Engine(module, p["engine"], config_dir)
-        if p["state"] == "present":
-            result = present(module, parsed, engine, key_file, key_pem, config_dir)
+        if p["state"] == "verified":
+            result = verified_only(module, parsed, key_file, key_pem, config_dir)
         else:
-            result = absent(module, parsed, engine)
+            engine = Engine(module, p["engine"], config_dir)
+            if p["state"] == "present":
+                result = present(module, parsed, engine, key_file, key_pem, config_dir)
+            else:
+                result = absent(module, parsed, engine)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
     module.exit_json(**result)

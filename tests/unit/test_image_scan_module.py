@@ -1,4 +1,5 @@
 """image_scan on real Trivy reports, with trivy itself behind a mocked run_command."""
+import datetime
 import json
 import os
 
@@ -11,6 +12,14 @@ from module_harness import Exit, Fail, patch_module, run_main
 
 TRIVY = os.path.join(FIXTURES, "trivy")
 CRITICAL_REPORT = os.path.join(TRIVY, "alpine-39-high-critical.json")
+PINNED = "registry.example.com/ml/pytorch-cuda@sha256:" + "5c" * 32
+# The shape of `trivy version --format json` (Version, VulnerabilityDB{Version, NextUpdate, UpdatedAt,
+# DownloadedAt}); UpdatedAt is an hour ago so the DB is fresh.
+FRESH_DB = json.dumps({"Version": "0.58.1", "VulnerabilityDB": {
+    "Version": 2,
+    "UpdatedAt": (datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=1)).isoformat(),
+    "NextUpdate": (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=5)).isoformat(),
+    "DownloadedAt": datetime.datetime.now(datetime.timezone.utc).isoformat()}})
 
 
 @pytest.fixture
@@ -19,8 +28,14 @@ def calls(monkeypatch):
 
     def run_command(module, cmd, environ_update=None, **kwargs):
         recorded.append((list(cmd), dict(environ_update or {})))
+        if cmd[1] == "version":
+            return 0, FRESH_DB, ""
         with open(os.path.join(TRIVY, "alpine-3.12.json")) as handle:
-            return 0, handle.read(), ""
+            report = json.load(handle)
+        # What trivy reports for a remote scan by digest: the target as given, and its digest.
+        report["ArtifactName"] = cmd[-1]
+        report["Metadata"]["RepoDigests"] = [cmd[-1]]
+        return 0, json.dumps(report), ""
 
     patch_module(monkeypatch, run_command)
     return recorded
@@ -31,7 +46,7 @@ def run(args, expect=Exit):
 
 
 def test_trivy_flags_and_credentials(calls):
-    result = run({"image": "registry.example.com/ml/pytorch-cuda:v2.7", "max_counts": {"HIGH": 5},
+    result = run({"image": PINNED, "max_counts": {"HIGH": 5},
                   "ignore_unfixed": True, "cache_dir": "/var/cache/trivy", "skip_db_update": True,
                   "db_repository": "mirror.example.com/aquasecurity/trivy-db:2", "severities": ["HIGH", "CRITICAL"],
                   "registry_username": "fleet", "registry_password": "s3cret", "today": "2025-06-01"})
@@ -41,8 +56,11 @@ def test_trivy_flags_and_credentials(calls):
     for flag in ("--ignore-unfixed", "--skip-db-update", "--cache-dir", "--db-repository", "--timeout"):
         assert flag in cmd
     assert cmd[cmd.index("--severity") + 1] == "HIGH,CRITICAL"
-    assert cmd[-1] == "registry.example.com/ml/pytorch-cuda:v2.7"
+    assert cmd[-1] == PINNED and cmd[cmd.index("--image-src") + 1] == "remote"
     assert env["TRIVY_PASSWORD"] == "s3cret" and "s3cret" not in cmd
+    version, _ = calls[1]
+    assert version == ["/usr/bin/trivy", "version", "--format", "json", "--cache-dir", "/var/cache/trivy"]
+    assert result["scanned_digest"] == PINNED.split("@")[1] and result["db"]["age_hours"] < 2
 
 
 def test_from_report_fails_listing_offending_cves(calls):
@@ -56,7 +74,7 @@ def test_expired_allowlist_is_said(calls):
     allow = [{"id": "CVE-2019-14697", "reason": "no i386", "expires": "2025-01-01"}]
     result = run({"from_report": CRITICAL_REPORT, "allowlist": allow, "today": "2025-06-01"}, expect=Fail)
     assert "Expired allowlist entries no longer count: CVE-2019-14697" in result["msg"]
-    live = run({"from_report": CRITICAL_REPORT, "allowlist": [dict(allow[0], expires="2026-01-01")],
+    live = run({"from_report": CRITICAL_REPORT, "allowlist": [dict(allow[0], expires="2025-08-01")],
                 "today": "2025-06-01"})
     assert live["passed"] and len(live["allowlisted"]) == 2
 
@@ -89,5 +107,5 @@ def test_bad_policy_fails_before_scanning(calls, args, words):
 
 def test_missing_trivy_says_what_to_do(calls, monkeypatch):
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda module, name, required=False, opt_dirs=None: None)
-    result = run({"image": "x/y:1"}, expect=Fail)
+    result = run({"image": PINNED}, expect=Fail)
     assert "trivy is not installed" in result["msg"] and "from_report" in result["msg"]

@@ -104,11 +104,30 @@ def test_second_run_by_tag_verifies_but_pulls_nothing(host):
     assert not [c for c in cmds(host, "docker") if "pull" in c or "tag" in c]
 
 
-def test_digest_ref_already_present_asks_nobody(host):
+def test_digest_ref_already_present_is_verified_again_and_pulls_nothing(host):
     host.store[PINNED] = "sha256:imageid1"
     result = run(dict(BASE, image=PINNED))
-    assert not result["changed"] and result["verified"] == {"by": "local-digest"}
-    assert cmds(host, "cosign") == []
+    assert not result["changed"] and not result["pulled"]
+    assert result["verified"]["by"] == "key" and result["verified"]["signatures"] == 1
+    assert [c[-1] for c in cmds(host, "cosign")] == [PINNED]
+
+
+def test_digest_ref_already_present_with_a_rotated_key_fails_and_keeps_the_store(host):
+    host.store[PINNED] = "sha256:imageid1"
+    case = FAILURES["signed with another key"]
+    host.cosign = (case["rc"], "", case["stderr"])
+    result = run(dict(BASE, image=PINNED), expect=Fail)
+    assert result["reason"] == "no_matching_signature" and "Nothing was pulled" in result["msg"]
+    assert host.store == {PINNED: "sha256:imageid1"}
+
+
+def test_digest_ref_already_present_without_a_usable_cosign_fails_and_keeps_the_store(host, tmp_path):
+    # An image on the node is never trusted unverified: no cosign means a failure, not a pass.
+    host.store[PINNED] = "sha256:imageid1"
+    result = run(dict(BASE, image=PINNED, cosign_path=str(tmp_path / "cosign")), expect=Fail)
+    assert "cosign is not installed" in result["msg"] and "Nothing was pulled" in result["msg"]
+    assert not cmds(host, "cosign") and not cmds(host, "docker")
+    assert host.store == {PINNED: "sha256:imageid1"}
 
 
 def test_check_mode_verifies_and_reports_the_pull(host):

@@ -60,7 +60,7 @@ def test_expired_allowlist_entry_counts_again_and_is_named():
     result = tp.evaluate(report("alpine-39-high-critical.json"), {"CRITICAL": 0}, allow, today=TODAY)
     assert not result["passed"]
     assert result["expired_allowlist"] == [{"id": "CVE-2019-14697", "reason": "no i386 nodes",
-                                            "expires": "2025-01-31"}]
+                                            "expires": "2025-01-31", "package": None}]
     assert "Expired allowlist entries no longer count: CVE-2019-14697 (expired 2025-01-31)" in \
         tp.summary("alpine-39", result)
 

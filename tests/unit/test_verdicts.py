@@ -204,6 +204,7 @@ WRONG_KEY_MSG = cs.failure_message(IMAGE, "no_matching_signature",
 WRONG_KEY = module_failed(msg=WRONG_KEY_MSG, reason="no_matching_signature", rc=1,
                           stderr="Error: no matching signatures\nmain.go:69: error during command execution",
                           pulled=False, tagged=False)
+NO_RECORD = "no image record on the node (image_security has not run here since it records the scan gate)"
 NO_COSIGN = module_failed(msg="cosign is not installed on %s (install it, or set cosign_path); nothing was pulled"
                           % IMAGE)
 
@@ -212,14 +213,15 @@ IMAGE_CASES = [
      "no training image configured (gpufleet_image)"),
     ("no key is skipped", skipped("validate_image_key | length > 0"), IMAGE, False, "skipped",
      "no cosign key configured"),
-    ("verified and present passes", signed(False), IMAGE, True, "passed", "signature verified with key %s, %s present" % (FINGERPRINT, DIGEST)),
+    ("verified and present passes", signed(False), IMAGE, True, "passed",
+     "signature verified with key %s, %s present; scan gate skipped: %s" % (FINGERPRINT, DIGEST, NO_RECORD)),
     ("verified but missing on the node fails", signed(True), IMAGE, True, "failed",
      "signature verified but %s is not on the node" % DIGEST),
     ("a refused signature fails with the module's sentence", WRONG_KEY, IMAGE, True, "failed", WRONG_KEY_MSG),
     ("cosign missing fails with the module's sentence", NO_COSIGN, IMAGE, True, "failed", NO_COSIGN["msg"]),
-    ("a pinned digest already local passes without claiming a fresh check", signed(False, by="local-digest"),
-     PINNED, True, "passed",
-     "%s present; its signature was not checked again (pinned by digest, already on the node)" % DIGEST),
+    ("a digest trusted as local without a verification this run fails", signed(False, by="local-digest"),
+     PINNED, True, "failed",
+     "%s: the signature was not verified against the registry in this run (verified by local-digest)" % DIGEST),
     ("a crashed module fails with its last line",
      module_crashed("Traceback (most recent call last):\nOSError: [Errno 28] No space left on device\n"),
      IMAGE, True, "failed", "OSError: [Errno 28] No space left on device"),
@@ -234,10 +236,11 @@ def test_image_verdict(name, result, image, key, status, reason):
 
 def test_image_detail_carries_digest_key_and_pinned_reference():
     assert vd.image_verdict(signed(False), IMAGE, True)["detail"] == {
-        "digest": DIGEST, "key_fingerprint": FINGERPRINT, "verified_by": "key", "pinned": PINNED}
+        "digest": DIGEST, "key_fingerprint": FINGERPRINT, "verified_by": "key", "pinned": PINNED,
+        "scan": {"status": "skipped", "reason": NO_RECORD}}
     assert FINGERPRINT.startswith("SHA256:")
     assert vd.image_verdict(WRONG_KEY, IMAGE, True)["detail"] == {
-        "digest": None, "key_fingerprint": None, "verified_by": None, "pinned": None}
+        "digest": None, "key_fingerprint": None, "verified_by": None, "pinned": None, "scan": None}
     assert vd.image_verdict(signed(False, by="local-digest"), PINNED, True)["detail"]["verified_by"] == "local-digest"
 
 
