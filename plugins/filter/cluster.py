@@ -11,14 +11,8 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
     node_address,
-    node_ip_addresses,
     trusted_addresses,
 )
-
-
-def cluster_node_addresses(hosts, hostvars):
-    """IP addresses of the given inventory hosts (inventory values first, facts where gathered)."""
-    return node_ip_addresses(hostvars, hosts)
 
 
 def cluster_node_address(host_vars, name):
@@ -36,5 +30,5 @@ def cluster_trusted_addresses(hosts, hostvars, networks=None):
 
 class FilterModule(object):
     def filters(self):
-        return {"cluster_node_addresses": cluster_node_addresses, "node_address": cluster_node_address,
+        return {"node_address": cluster_node_address,
                 "trusted_addresses": cluster_trusted_addresses}
