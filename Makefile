@@ -10,7 +10,7 @@ export GPUFLEET_NODE_IMAGE ?= gpufleet-node:trixie
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help venv docker image training-image lab lab-up lab-down lint syntax unit collection molecule test test-fast benchmark clean
+.PHONY: help venv docker image training-image lab lab-up lab-down audit lint syntax unit collection molecule test test-fast benchmark clean
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -43,6 +43,9 @@ training-image: docker  ## Build the CPU training image (cached by recipe)
 
 lab: venv image  ## Start LAB_NODES node containers and run site.yml + validate on them over SSH
 	@$(BIN)/python scripts/lab.py up --nodes $(LAB_NODES)
+
+audit: venv  ## Lynis hardening index and what is left, per lab node (after make lab)
+	@$(BIN)/python scripts/lynis-audit.py
 
 lab-down: venv  ## Remove every container, network, volume and key the lab made
 	@$(BIN)/python scripts/lab.py down
