@@ -10,6 +10,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.sysctl import normalize, read_live
+
 # Tests a container cannot pass whatever the role does: what they look at belongs to the host or the engine.
 # On a real host they stay scored.
 CONTAINER_UNSCORED = (
@@ -50,7 +52,7 @@ def sysctl_file_values(text):
             continue
         key, value = line.split("=", 1)
         key = key.strip().lstrip("-").replace("/", ".")
-        values[key] = " ".join(value.split())
+        values[key] = normalize(value)
     return values
 
 
@@ -74,19 +76,12 @@ def unscored_tests(container, expectations, written, written_path, live):
 
 def live_sysctl_values(keys, proc_root="/proc/sys"):
     """{key: live value or None} read from /proc/sys."""
-    values = {}
-    for key in keys:
-        try:
-            with open("%s/%s" % (proc_root, key.replace(".", "/"))) as handle:
-                values[key] = " ".join(handle.read().split())
-        except (IOError, OSError):
-            values[key] = None
-    return values
+    return dict((key, read_live(proc_root, key)) for key in keys)
 
 
-def profile_text(skipped, base="default.prf"):
+def profile_text(skipped):
     """A lynis profile that includes nothing but the skip lines (lynis reads default.prf first)."""
-    lines = ["# Written by gpufleet.cluster.lynis_audit for one audit run; %s is read first." % base]
+    lines = ["# Written by gpufleet.cluster.lynis_audit for one audit run; default.prf is read first."]
     for test, reason in skipped:
         lines.append("# %s" % reason)
         lines.append("skip-test=%s" % test)
@@ -94,9 +89,12 @@ def profile_text(skipped, base="default.prf"):
 
 
 def parse_report(text):
-    """The figures of a lynis report (report.dat): index, tests, warnings, suggestions, version."""
+    """The figures of a lynis report (report.dat): index, tests, warnings, suggestions, version.
+
+    The lists are named lynis_warnings and lynis_suggestions: `warnings` is a name Ansible keeps for itself.
+    """
     result = {"hardening_index": None, "tests_performed": None, "lynis_version": None,
-              "warnings": [], "suggestions": []}
+              "lynis_warnings": [], "lynis_suggestions": []}
     for line in text.splitlines():
         if "=" not in line or line.startswith("#"):
             continue
@@ -111,5 +109,5 @@ def parse_report(text):
             fields = value.split("|")
             entry = {"test": fields[0], "text": fields[1] if len(fields) > 1 else "",
                      "details": fields[2] if len(fields) > 2 and fields[2] not in ("-", "") else ""}
-            result["warnings" if key == "warning[]" else "suggestions"].append(entry)
+            result["lynis_warnings" if key == "warning[]" else "lynis_suggestions"].append(entry)
     return result

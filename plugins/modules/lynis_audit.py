@@ -17,12 +17,13 @@ description:
     so the audit leaves nothing on the node, and returns the figures of the report.
   - In a container (O(container)) the tests that look at what belongs to the host kernel or the container engine
     (kernel image, partitions, process accounting, the kernel audit, AppArmor/SELinux, and each kernel setting
-    that O(sysctl_file) sets to the value the scan profile expects while the host kernel's live value differs) are left unscored with C(skip-test) lines
-    in a one-run profile, each with its reason in RV(unscored). On a real host every test is scored.
+    that O(sysctl_file) sets to the value the scan profile expects while the host kernel's live value differs)
+    are left unscored with C(skip-test) lines in a one-run profile, each with its reason in RV(unscored). On a
+    real host every test is scored.
   - Changes nothing on the node, so it runs the same in check mode.
 options:
   container:
-    description: Whether the node is a container; C(auto) asks C(systemd-detect-virt --container).
+    description: Whether the node is a container; C(auto) decides as preflight's C(gpufleet_node.container) does.
     type: str
     choices: [auto, "yes", "no"]
     default: auto
@@ -102,24 +103,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.lynis import (
     live_sysctl_values, parse_report, profile_sysctl_expectations, profile_text, sysctl_file_values, unscored_tests)
-
-
-def _read(path):
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return ""
-
-
-def _is_container(module, choice):
-    if choice != "auto":
-        return choice == "yes"
-    tool = module.get_bin_path("systemd-detect-virt")
-    if tool:
-        rc, _out, _err = module.run_command([tool, "--container", "--quiet"])
-        return rc == 0
-    return os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv")
+from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import detect_container, read_text
 
 
 def main():
@@ -137,9 +121,12 @@ def main():
     params = module.params
     if not os.access(params["lynis"], os.X_OK):
         module.fail_json(msg="%s is not there: install lynis (Debian's package) before the audit" % params["lynis"])
-    container = _is_container(module, params["container"])
-    written = sysctl_file_values(_read(params["sysctl_file"]))
-    skipped = unscored_tests(container, profile_sysctl_expectations(_read(params["profile"])), written,
+    if params["container"] == "auto":
+        container = detect_container() is not None
+    else:
+        container = params["container"] == "yes"
+    written = sysctl_file_values(read_text(params["sysctl_file"], ""))
+    skipped = unscored_tests(container, profile_sysctl_expectations(read_text(params["profile"], "")), written,
                              params["sysctl_file"], live_sysctl_values(written, params["proc_root"]))
     workdir = tempfile.mkdtemp(prefix="gpufleet-lynis-")
     try:
@@ -150,16 +137,12 @@ def main():
         argv = ["timeout", str(params["timeout"]), params["lynis"], "audit", "system", "--quick", "--no-colors",
                 "--profile", profile, "--report-file", report_file, "--logfile", os.path.join(workdir, "lynis.log")]
         rc, out, err = module.run_command(argv, environ_update={"LANG": "C", "LC_ALL": "C"})
-        report = _read(report_file)
-        figures = parse_report(report)
+        figures = parse_report(read_text(report_file, ""))
         if rc != 0 or figures["hardening_index"] is None:
             module.fail_json(msg="lynis gave no hardening index (rc=%d)" % rc, rc=rc,
                              stdout_tail=out[-4000:], stderr_tail=err[-4000:])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    # `warnings` is a name Ansible keeps for itself: lynis' lists are returned as lynis_warnings/_suggestions.
-    figures["lynis_warnings"] = figures.pop("warnings")
-    figures["lynis_suggestions"] = figures.pop("suggestions")
     module.exit_json(changed=False, container=container,
                      unscored=[{"test": test, "reason": reason} for test, reason in skipped], **figures)
 

@@ -71,25 +71,13 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-
-def normalize(value):
-    """Compare values as sysctl does: whitespace-separated fields, booleans as 0/1."""
-    if isinstance(value, bool):
-        value = int(value)
-    if isinstance(value, (list, tuple)):
-        value = " ".join(str(v) for v in value)
-    return " ".join(str(value).split())
+from ansible_collections.gpufleet.cluster.plugins.module_utils.sysctl import normalize, proc_path, read_live
 
 
 def render(settings, header):
     lines = (header or "").splitlines()
     lines += ["%s=%s" % (key, normalize(settings[key])) for key in sorted(settings)]
     return "\n".join(lines) + "\n"
-
-
-def proc_path(proc_root, key):
-    """net.ipv4.conf.all.rp_filter -> <proc_root>/net/ipv4/conf/all/rp_filter (sysctl's own mapping)."""
-    return os.path.join(proc_root, *key.split("."))
 
 
 def write_value(proc_root, key, value):
@@ -103,11 +91,8 @@ def plan(settings, proc_root, apply):
     if not apply:
         return to_set, missing
     for key in sorted(settings):
-        path = proc_path(proc_root, key)
-        try:
-            with open(path) as handle:
-                live = normalize(handle.read())
-        except (IOError, OSError):
+        live = read_live(proc_root, key)
+        if live is None:
             missing.append(key)
             continue
         if live != normalize(settings[key]):

@@ -80,11 +80,11 @@ def test_real_report_figures():
     assert report["hardening_index"] == 68
     assert report["tests_performed"] == 246
     assert report["lynis_version"] == "3.1.4"
-    tests = [entry["test"] for entry in report["suggestions"]]
+    tests = [entry["test"] for entry in report["lynis_suggestions"]]
     assert "FINT-4350" in tests and "SSH-7408" in tests
-    ssh = [entry["details"] for entry in report["suggestions"] if entry["test"] == "SSH-7408"]
+    ssh = [entry["details"] for entry in report["lynis_suggestions"] if entry["test"] == "SSH-7408"]
     assert "MaxSessions (set 10 to 2)" in ssh
-    assert report["warnings"] == []
+    assert report["lynis_warnings"] == []
 
 
 def test_module_runs_lynis_with_the_profile_and_returns_the_figures(monkeypatch, tmp_path):
@@ -96,8 +96,6 @@ def test_module_runs_lynis_with_the_profile_and_returns_the_figures(monkeypatch,
     seen = {}
 
     def run_command(module, argv, **kwargs):
-        if "systemd-detect-virt" in argv[0]:
-            return 0, "docker\n", ""
         seen["argv"] = argv
         seen["profile"] = open(argv[argv.index("--profile") + 1]).read()
         with open(argv[argv.index("--report-file") + 1], "w") as handle:
@@ -106,6 +104,7 @@ def test_module_runs_lynis_with_the_profile_and_returns_the_figures(monkeypatch,
 
     patch_module(monkeypatch, run_command)
     monkeypatch.setattr(os, "access", lambda path, mode: True)
+    monkeypatch.setattr(lynis_audit, "detect_container", lambda: "docker")
     proc = tmp_path / "proc"
     (proc / "fs").mkdir(parents=True)
     (proc / "fs" / "protected_fifos").write_text("0\n")
@@ -124,12 +123,11 @@ def test_module_runs_lynis_with_the_profile_and_returns_the_figures(monkeypatch,
 
 def test_module_fails_without_an_index(monkeypatch, tmp_path):
     def run_command(module, argv, **kwargs):
-        if "systemd-detect-virt" in argv[0]:
-            return 1, "none\n", ""
         return 1, "", "lynis: broken"
 
     patch_module(monkeypatch, run_command)
     monkeypatch.setattr(os, "access", lambda path, mode: True)
+    monkeypatch.setattr(lynis_audit, "detect_container", lambda: None)
     result = run_main(lynis_audit.main, {"profile": str(tmp_path / "none"), "sysctl_file": str(tmp_path / "none")},
                       expect=Fail)
     assert "no hardening index" in result["msg"]
