@@ -70,14 +70,22 @@ ansible_facts:
         secure_boot: disabled
         container: false
         virtualization: metal
+        machine: x86_64
+        kernel: 6.12.48+deb13-amd64
 """
+
+import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils import sysfs
 
 
-def gather(root, os_release_path, mokutil_output=None):
-    """Collect the gpufleet_node dict (pure except for file reads under root)."""
+def gather(root, os_release_path, mokutil_output=None, uname=None):
+    """Collect the gpufleet_node dict (pure except for file reads under root).
+
+    ``uname`` is ``os.uname()`` of the node (tests pass a tuple-like with .machine and .release).
+    """
+    uname = uname or os.uname()
     os_release = sysfs.parse_os_release(sysfs.read_text(os_release_path, default=""))
     summary = sysfs.os_summary(os_release)
     devices = sysfs.read_pci_devices(root)
@@ -102,6 +110,9 @@ def gather(root, os_release_path, mokutil_output=None):
         "secure_boot": secure_boot,
         "container": container is not None,
         "virtualization": container or "metal",
+        # Kernel machine name (x86_64, aarch64) and the running kernel release (uname -m / -r).
+        "machine": uname.machine,
+        "kernel": uname.release,
     }
 
 
