@@ -33,8 +33,8 @@ venv: $(VENV)/.installed  ## Python tools (ansible, molecule, linters) in .venv
 docker:  ## Make sure a Docker engine answers (installs docker.io, starts dockerd)
 	@scripts/ensure-docker.sh
 
-image: docker  ## Build the Debian 13 node image (cached by recipe hash), start the shared apt cache, build the training image
-	@scripts/build-node-image.sh
+image: docker  ## Build the Debian 13 and Debian 12 node images (cached by recipe hash), start the shared apt cache, build the training image
+	@scripts/build-node-image.sh trixie bookworm
 	@scripts/ensure-apt-cache.sh
 	@$(MAKE) --no-print-directory training-image
 
