@@ -16,8 +16,11 @@ import re
 
 # Oldest driver branch gpufleet installs (535 LTSB; end of life June 2026 but still allowed).
 BRANCH_FLOOR = 535
-# From this branch on NVIDIA's repositories ship the fabric manager without the branch in its name.
+# From this branch on NVIDIA's repositories ship the fabric manager (and NSCQ, IMEX) without the branch in the name.
 FABRICMANAGER_UNVERSIONED_FROM = 580
+# From this branch on every NVIDIA apt package drops the branch (cuda-drivers-580 -> cuda-drivers,
+# nvidia-dkms-580 -> nvidia-dkms); nvidia-driver-pinning-<branch> selects the branch instead.
+FLAT_NAMES_FROM = 590
 
 SOURCES = ("debian", "ubuntu", "cuda")
 KERNEL_MODULES = ("open", "proprietary", "auto")
@@ -95,15 +98,57 @@ def cuda_repo_arch(machine):
     return {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "sbsa", "arm64": "sbsa"}.get(machine, machine)
 
 
-def driver_plan(os_family, os_id, source, branch, flavour, fabricmanager=False):
+def _fabric_names(branch, unversioned_from=FABRICMANAGER_UNVERSIONED_FROM, rhel=False):
+    """Fabric manager, NSCQ and IMEX package names of NVIDIA's repository for a branch."""
+    # RHEL's CUDA repository selects branches with dnf module streams, so its names never carry the branch.
+    flat = rhel or int(branch) >= unversioned_from
+    fm = ("nvidia-fabric-manager" if rhel else "nvidia-fabricmanager") + ("" if flat else "-%s" % branch)
+    return {
+        "fabricmanager": fm,
+        "nscq": "libnvidia-nscq" if flat else "libnvidia-nscq-%s" % branch,
+        "imex": "nvidia-imex" if flat else "nvidia-imex-%s" % branch,
+    }
+
+
+def _add_fabric(plan, names, pin, fabricmanager, fabric, imex):
+    """Fabric manager (+ NSCQ, + NVLSM on NVLink 5, + IMEX on Grace-Blackwell racks) into the plan."""
+    if not fabricmanager:
+        return
+    plan["fabricmanager"] = names["fabricmanager"]
+    plan["fabricmanager_pin"] = pin
+    # NSCQ (the switch-query library DCGM and nvidia-smi use for NVSwitch health) ships with the fabric manager,
+    # version-locked to the driver like it; NVLSM (NVLink subnet manager) is what the fabric manager drives on
+    # Blackwell's NVLink 5 switches; IMEX shares GPU memory across the nodes of a GB200/GB300 NVL rack.
+    plan["fabric_packages"] = [
+        {"name": names["fabricmanager"], "pinned": True},
+        {"name": names["nscq"], "pinned": True},
+    ]
+    if fabric == "nvlink5":
+        plan["fabric_packages"].append({"name": "nvlsm", "pinned": False})
+    if imex:
+        plan["fabric_packages"].append({"name": names["imex"], "pinned": True})
+    plan["hold"].extend(p["name"] for p in plan["fabric_packages"] if p["pinned"])
+
+
+def driver_plan(os_family, os_id, source, branch, flavour, fabricmanager=False, fabric="", imex=False,
+                ubuntu_modules="dkms"):
     """Everything the role installs for one source, as plain data.
+
+    ``fabric`` is gpufleet_node.nvlink_fabric ('nvswitch', 'nvlink5' or ''), ``imex`` whether the GPUs are
+    Grace-Blackwell rack parts; ``ubuntu_modules`` is 'dkms' (build with DKMS against the headers) or
+    'prebuilt' (Ubuntu's signed linux-modules-nvidia packages: no DKMS, no MOK under Secure Boot).
 
     Returns a dict:
       packages           packages to install (apt/dnf names; a dnf module spec starts with '@')
+      pin_packages       packages installed before the driver that pin its branch (NVIDIA's repo from 590)
       hold               packages to hold once installed (apt-mark hold / dnf versionlock patterns)
       version_package    installed package whose version is the driver version
       fabricmanager      fabric manager package name ('' when not wanted)
       fabricmanager_pin  how its version is pinned: 'apt' (name=version*), 'dnf' (name-version) or ''
+      fabric_packages    [{name, pinned}]: fabric manager, NSCQ, NVLSM, IMEX as the node needs them
+      prebuilt_modules   package names of prebuilt kernel modules, per kernel ('{kernel}' stands for a release)
+      signed_modules     True when the kernel modules come signed by the distribution (no MOK needed)
+      dkms               True when the kernel module is built by DKMS on the node (headers needed)
       package_manager    'apt' or 'dnf'
     """
     problem = branch_problem(branch)
@@ -113,9 +158,12 @@ def driver_plan(os_family, os_id, source, branch, flavour, fabricmanager=False):
         raise ValueError("nvidia_driver_source must be one of %s" % ", ".join(SOURCES))
     if flavour not in ("open", "proprietary"):
         raise ValueError("kernel module flavour must be open or proprietary, not %r" % (flavour,))
+    if ubuntu_modules not in ("dkms", "prebuilt"):
+        raise ValueError("nvidia_driver_ubuntu_modules must be dkms or prebuilt, not %r" % (ubuntu_modules,))
     branch = str(branch)
     open_modules = flavour == "open"
-    plan = {"fabricmanager": "", "fabricmanager_pin": "", "package_manager": "apt"}
+    plan = {"fabricmanager": "", "fabricmanager_pin": "", "package_manager": "apt", "pin_packages": [],
+            "fabric_packages": [], "prebuilt_modules": [], "signed_modules": False, "dkms": True}
 
     if source == "debian":
         if os_id != "debian":
@@ -128,7 +176,7 @@ def driver_plan(os_family, os_id, source, branch, flavour, fabricmanager=False):
         plan["version_package"] = "nvidia-driver"
         if fabricmanager:
             raise ValueError(
-                "Debian does not package NVIDIA Fabric Manager, which NVSwitch systems need; "
+                "Debian does not package NVIDIA Fabric Manager, which NVSwitch and NVLink 5 systems need; "
                 "set nvidia_driver_source: cuda (NVIDIA's repository or its mirror) for this host"
             )
         return plan
@@ -136,30 +184,35 @@ def driver_plan(os_family, os_id, source, branch, flavour, fabricmanager=False):
     if source == "ubuntu":
         if os_id != "ubuntu":
             raise ValueError("source ubuntu installs Ubuntu's -server driver packages and needs Ubuntu, not %s" % os_id)
+        # Headless server packages (no X/desktop stack), as NVIDIA's own Ansible role and DeepOps install them.
         suffix = "-server-open" if open_modules else "-server"
-        driver = "nvidia-driver-%s%s" % (branch, suffix)
-        plan["packages"] = [driver, "nvidia-utils-%s-server" % branch]
+        utils = "nvidia-utils-%s-server" % branch
+        if ubuntu_modules == "prebuilt":
+            # Canonical builds and signs the modules per kernel (linux-restricted-modules): they load under
+            # Secure Boot without a MOK. One metapackage follows the kernel flavour, one matches the running kernel.
+            driver = "nvidia-headless-no-dkms-%s%s" % (branch, suffix)
+            plan["prebuilt_modules"] = ["linux-modules-nvidia-%s%s-{flavour}" % (branch, suffix),
+                                        "linux-modules-nvidia-%s%s-{kernel}" % (branch, suffix)]
+            plan["signed_modules"] = True
+            plan["dkms"] = False
+            kernel_pkg = "nvidia-kernel-source-%s%s" % (branch, suffix)
+        else:
+            driver = "nvidia-headless-%s%s" % (branch, suffix)
+            kernel_pkg = "nvidia-dkms-%s%s" % (branch, suffix)
+        plan["packages"] = [driver, utils]
         plan["hold"] = [
-            driver,
-            "nvidia-dkms-%s%s" % (branch, suffix),
+            driver, kernel_pkg,
             "nvidia-kernel-common-%s-server" % branch,
-            "nvidia-utils-%s-server" % branch,
+            utils,
             "nvidia-compute-utils-%s-server" % branch,
             "libnvidia-compute-%s-server" % branch,
         ]
         plan["version_package"] = driver
-        if fabricmanager:
-            # Ubuntu's archive keeps the branch in the fabric manager name for every branch.
-            plan["fabricmanager"] = "nvidia-fabricmanager-%s" % branch
-            plan["fabricmanager_pin"] = "apt"
-            plan["hold"].append(plan["fabricmanager"])
+        # Ubuntu's archive keeps the branch in the fabric manager's (and NSCQ's) name for every branch.
+        _add_fabric(plan, _fabric_names(branch, unversioned_from=10 ** 6), "apt", fabricmanager, fabric, imex)
         return plan
 
     # source == "cuda": NVIDIA's CUDA repository (or a mirror of it)
-    fm_name = (
-        "nvidia-fabricmanager" if int(branch) >= FABRICMANAGER_UNVERSIONED_FROM
-        else "nvidia-fabricmanager-%s" % branch
-    )
     if os_family == "RedHat":
         plan["package_manager"] = "dnf"
         stream = "%s-open" % branch if open_modules else "%s-dkms" % branch
@@ -168,23 +221,25 @@ def driver_plan(os_family, os_id, source, branch, flavour, fabricmanager=False):
         plan["hold"] = ["nvidia-driver", "nvidia-driver-*", "kmod-nvidia-*", "nvidia-kmod-common",
                         "libnvidia-*", "nvidia-persistenced", "nvidia-modprobe"]
         plan["version_package"] = "nvidia-driver"
-        if fabricmanager:
-            plan["fabricmanager"] = fm_name
-            plan["fabricmanager_pin"] = "dnf"
-            plan["hold"].append(fm_name)
+        _add_fabric(plan, _fabric_names(branch, rhel=True), "dnf", fabricmanager, fabric, imex)
         return plan
     if os_family != "Debian":
         raise ValueError("NVIDIA's CUDA repository source supports Debian, Ubuntu and RHEL-like systems")
-    driver = "nvidia-open-%s" % branch if open_modules else "cuda-drivers-%s" % branch
+    if int(branch) >= FLAT_NAMES_FROM:
+        # From 590 NVIDIA's apt packages drop the branch from their names; the branch is chosen by installing
+        # nvidia-driver-pinning-<branch> first (NVIDIA Driver Installation Guide r590, "Version locking").
+        driver = "nvidia-open" if open_modules else "cuda-drivers"
+        plan["pin_packages"] = ["nvidia-driver-pinning-%s" % branch]
+        plan["hold"] = [driver, "nvidia-driver-pinning-%s" % branch, "nvidia-persistenced", "libnvidia-compute",
+                        "nvidia-kernel-common", "nvidia-utils", "nvidia-dkms-open" if open_modules else "nvidia-dkms"]
+    else:
+        driver = "nvidia-open-%s" % branch if open_modules else "cuda-drivers-%s" % branch
+        plan["hold"] = [driver, "nvidia-persistenced", "libnvidia-compute-%s" % branch,
+                        "nvidia-kernel-common-%s" % branch, "nvidia-utils-%s" % branch,
+                        ("nvidia-dkms-%s-open" if open_modules else "nvidia-dkms-%s") % branch]
     plan["packages"] = [driver]
-    plan["hold"] = [driver, "nvidia-persistenced", "libnvidia-compute-%s" % branch,
-                    "nvidia-kernel-common-%s" % branch, "nvidia-utils-%s" % branch,
-                    ("nvidia-dkms-%s-open" if open_modules else "nvidia-dkms-%s") % branch]
     plan["version_package"] = driver
-    if fabricmanager:
-        plan["fabricmanager"] = fm_name
-        plan["fabricmanager_pin"] = "apt"
-        plan["hold"].append(fm_name)
+    _add_fabric(plan, _fabric_names(branch), "apt", fabricmanager, fabric, imex)
     return plan
 
 

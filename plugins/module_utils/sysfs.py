@@ -24,6 +24,14 @@ PCI_CLASS_BRIDGE_OTHER = "0x068000"  # NVSwitch enumerates as "Bridge: NVIDIA Co
 # (Turing TU10x starts at 0x1e02; Volta GV100 is 0x1db*, Pascal 0x15*/0x1b*).
 TURING_FIRST_DEVICE_ID = 0x1E00
 
+# Blackwell GPUs whose NVLink 5 switches are not on the host's PCI bus (on HGX B200/GB200 the switch trays sit
+# behind ConnectX-7 bridge functions, per NVIDIA's Fabric Manager user guide), so no 0x0680 NVSwitch shows up:
+# the GPU id alone says the node needs the fabric manager and NVLSM. Device ids from Debian's pci.ids
+# 0.0~2025.06.09: 2901 GB100 [B200], 2941 GB100 [HGX GB200], 31c0 GB110 (GB300).
+NVLINK5_FABRIC_GPUS = {0x2901: "b200", 0x2941: "gb200", 0x31C0: "gb300"}
+# Of those, the Grace-Blackwell rack parts (NVL72) that share memory across nodes through NVIDIA IMEX.
+IMEX_GPUS = {0x2941, 0x31C0}
+
 SUPPORTED_OS = {
     "debian": ("12", "13"),
     "ubuntu": ("22.04", "24.04"),
@@ -154,6 +162,20 @@ def classify_nvidia(devices):
     ids = [_hex_id(d["device"]) for d in gpus]
     turing_or_newer = bool(ids) and all(i is not None and i >= TURING_FIRST_DEVICE_ID for i in ids)
     return gpus, switches, turing_or_newer
+
+
+def nvlink_fabric(gpus, switches):
+    """Which NVLink fabric the node has: 'nvswitch' (NVSwitches on the PCI bus: HGX A100/H100/H200),
+    'nvlink5' (Blackwell HGX/NVL parts whose switches sit off the host bus), or '' (none).
+
+    Returns ``{"fabric": ..., "imex": bool}``; imex is true for Grace-Blackwell rack GPUs (GB200/GB300).
+    """
+    ids = [_hex_id(d["device"]) for d in gpus]
+    if ids and any(i in NVLINK5_FABRIC_GPUS for i in ids):
+        return {"fabric": "nvlink5", "imex": any(i in IMEX_GPUS for i in ids)}
+    if switches:
+        return {"fabric": "nvswitch", "imex": False}
+    return {"fabric": "", "imex": False}
 
 
 def read_infiniband(root="/"):

@@ -64,6 +64,8 @@ ansible_facts:
         gpus_turing_or_newer: true
         nvswitch: true
         nvswitch_count: 4
+        nvlink_fabric: nvswitch
+        imex: false
         hcas: [{name: mlx5_0, pci_address: "0000:1a:00.0", numa_node: 0, netdevs: [ibp26s0],
                 ports: [{port: 1, state: ACTIVE, rate_gbps: 400.0, link_layer: InfiniBand}]}]
         hca_count: 8
@@ -96,6 +98,7 @@ def gather(root, os_release_path, mokutil_output=None, uname=None):
     else:
         secure_boot = sysfs.secure_boot_from_efivars(root)
     container = sysfs.detect_container(root)
+    fabric = sysfs.nvlink_fabric(gpus, switches)
     return {
         "os": summary,
         "os_supported": sysfs.os_support_problem(summary) is None,
@@ -105,6 +108,9 @@ def gather(root, os_release_path, mokutil_output=None, uname=None):
         "gpus_turing_or_newer": turing,
         "nvswitch": bool(switches),
         "nvswitch_count": len(switches),
+        # NVLink fabric that needs the fabric manager: nvswitch, nvlink5 (Blackwell: switches off the PCI bus) or ''.
+        "nvlink_fabric": fabric["fabric"],
+        "imex": fabric["imex"],
         "hcas": hcas,
         "hca_count": len(hcas),
         "secure_boot": secure_boot,

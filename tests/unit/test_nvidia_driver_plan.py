@@ -114,9 +114,11 @@ def test_debian_source_on_ubuntu_is_refused():
 
 # ---- Ubuntu -server packages --------------------------------------------------------------------------------
 
+# Ubuntu's headless server metapackages (no X, no desktop), as NVIDIA's Ansible role and DeepOps install them:
+# packages.ubuntu.com lists nvidia-headless-580-server, nvidia-headless-580-server-open and their -no-dkms twins.
 @pytest.mark.parametrize("flavour,driver,dkms", [
-    ("proprietary", "nvidia-driver-580-server", "nvidia-dkms-580-server"),
-    ("open", "nvidia-driver-580-server-open", "nvidia-dkms-580-server-open"),
+    ("proprietary", "nvidia-headless-580-server", "nvidia-dkms-580-server"),
+    ("open", "nvidia-headless-580-server-open", "nvidia-dkms-580-server-open"),
 ])
 def test_ubuntu_server_packages(flavour, driver, dkms):
     plan = nd.driver_plan("Debian", "ubuntu", os_source("Ubuntu.yml"), "580", flavour)
@@ -124,7 +126,20 @@ def test_ubuntu_server_packages(flavour, driver, dkms):
     assert plan["version_package"] == driver
     assert dkms in plan["hold"]
     assert driver in plan["hold"]
+    assert "nvidia-utils-580-server" in plan["packages"]
     assert plan["fabricmanager"] == ""
+    assert plan["dkms"] and not plan["signed_modules"] and plan["prebuilt_modules"] == []
+    assert not any(p.startswith("nvidia-driver-") for p in plan["packages"]), "the desktop metapackage"
+
+
+@pytest.mark.parametrize("flavour,suffix", [("proprietary", "-server"), ("open", "-server-open")])
+def test_ubuntu_prebuilt_signed_modules_need_no_dkms(flavour, suffix):
+    plan = nd.driver_plan("Debian", "ubuntu", "ubuntu", "580", flavour, ubuntu_modules="prebuilt")
+    assert plan["packages"][0] == "nvidia-headless-no-dkms-580" + suffix
+    assert plan["prebuilt_modules"] == ["linux-modules-nvidia-580%s-{flavour}" % suffix,
+                                        "linux-modules-nvidia-580%s-{kernel}" % suffix]
+    assert plan["signed_modules"] and not plan["dkms"]
+    assert not any("dkms-" in p and "no-dkms" not in p for p in plan["packages"])
 
 
 def test_ubuntu_fabricmanager_keeps_the_branch_in_its_name():
@@ -182,7 +197,54 @@ def test_rhel_module_stream(flavour, fm, spec):
 def test_rhel_fabricmanager_is_version_pinned_the_dnf_way():
     plan = nd.driver_plan("RedHat", "rhel", "cuda", "570", "open", fabricmanager=True)
     assert nd.fabricmanager_spec(plan["fabricmanager"], plan["fabricmanager_pin"], "3:570.195.03-1.el9") == \
-        "nvidia-fabricmanager-570-570.195.03"
+        "nvidia-fabric-manager-570.195.03"
+    # RHEL names the package nvidia-fabric-manager (NVIDIA Fabric Manager user guide, RHEL install section).
+    assert plan["fabricmanager"] == "nvidia-fabric-manager"
+    assert [p["name"] for p in plan["fabric_packages"]] == ["nvidia-fabric-manager", "libnvidia-nscq"]
+
+
+# ---- NVIDIA's apt repository from branch 590: flat names and a pinning package ------------------------------
+# NVIDIA Driver Installation Guide r590, "Recent updates": cuda-drivers-580 is removed, nvidia-dkms-580 becomes
+# nvidia-dkms, nvidia-dkms-580-open becomes nvidia-dkms-open, libnvidia-nscq keeps its name; a branch is tracked by
+# installing nvidia-driver-pinning-<branch> before the driver.
+
+@pytest.mark.parametrize("flavour,driver,dkms", [("open", "nvidia-open", "nvidia-dkms-open"),
+                                                 ("proprietary", "cuda-drivers", "nvidia-dkms")])
+def test_cuda_apt_590_uses_flat_names_and_the_pinning_package(flavour, driver, dkms):
+    plan = nd.driver_plan("Debian", "ubuntu", "cuda", "590", flavour)
+    assert plan["packages"] == [driver]
+    assert plan["pin_packages"] == ["nvidia-driver-pinning-590"]
+    assert dkms in plan["hold"] and "nvidia-driver-pinning-590" in plan["hold"]
+    assert not any("590" in p for p in plan["hold"] if p != "nvidia-driver-pinning-590")
+
+
+def test_cuda_apt_580_keeps_branch_names_and_needs_no_pinning():
+    plan = nd.driver_plan("Debian", "debian", "cuda", "580", "open")
+    assert plan["packages"] == ["nvidia-open-580"] and plan["pin_packages"] == []
+    assert "nvidia-dkms-580-open" in plan["hold"]
+
+
+# ---- fabric: NVSwitch (Hopper), NVLink 5 (Blackwell: NVLSM), GB200 racks (IMEX) -----------------------------
+
+def test_hopper_nvswitch_gets_fabricmanager_and_nscq_pinned():
+    plan = nd.driver_plan("Debian", "ubuntu", "cuda", "580", "open", fabricmanager=True, fabric="nvswitch")
+    assert plan["fabric_packages"] == [{"name": "nvidia-fabricmanager", "pinned": True},
+                                       {"name": "libnvidia-nscq", "pinned": True}]
+
+
+def test_blackwell_adds_nvlsm_and_gb200_adds_imex():
+    b200 = nd.driver_plan("Debian", "ubuntu", "cuda", "580", "open", fabricmanager=True, fabric="nvlink5")
+    gb200 = nd.driver_plan("Debian", "ubuntu", "cuda", "580", "open", fabricmanager=True, fabric="nvlink5",
+                           imex=True)
+    assert [p["name"] for p in b200["fabric_packages"]] == ["nvidia-fabricmanager", "libnvidia-nscq", "nvlsm"]
+    assert {"name": "nvlsm", "pinned": False} in b200["fabric_packages"]
+    assert [p["name"] for p in gb200["fabric_packages"]][-1] == "nvidia-imex"
+    assert "nvidia-imex" in gb200["hold"] and "nvlsm" not in gb200["hold"]
+
+
+def test_branch_570_fabric_names_carry_the_branch():
+    plan = nd.driver_plan("Debian", "ubuntu", "cuda", "570", "open", fabricmanager=True, fabric="nvswitch")
+    assert [p["name"] for p in plan["fabric_packages"]] == ["nvidia-fabricmanager-570", "libnvidia-nscq-570"]
 
 
 @pytest.mark.parametrize("os_id,major,version_id,expected", [
