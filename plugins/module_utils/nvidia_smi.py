@@ -11,6 +11,14 @@
 
 It also takes the text the way operators paste it into tickets: tabs or re-spaced columns, a common
 indentation, ANSI underline escapes, a prompt line or a markdown fence around it.
+
+``parse_nvlink_status`` reads ``nvidia-smi nvlink -s``: ``Link N: 25.781 GB/s`` (NVLink 2) to ``53.125 GB/s``
+(NVLink 5), ``Link N: <inactive>``, and the single ``NVML: Unable to retrieve NVLink information as all links are
+inActive`` line newer drivers print for a GPU whose links are all down.
+
+``parse_fabric`` reads the per-GPU ``Fabric`` section of ``nvidia-smi -q`` (R550: State, Status, CliqueId,
+ClusterUUID, Health/Bandwidth; R570+: Health/Summary, Route Recovery ..., absent before), and ``fabric_verdict``
+judges it for a node with or without NVSwitches.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -167,14 +175,16 @@ def parse_query_gpu(csv_text):
 NVLINK_GPU_LINE = re.compile(r"^\s*GPU\s+(\d+):\s*(.*?)\s*\(UUID:\s*([^)]*)\)\s*$")
 NVLINK_LINK_LINE = re.compile(r"^\s*Link\s+(\d+):\s*(.*?)\s*$")
 NVLINK_SPEED = re.compile(r"^([0-9.]+)\s*GB/s$")
+NVLINK_ALL_INACTIVE = re.compile(r"all links are inactive", re.IGNORECASE)
 
 
 def parse_nvlink_status(text):
     """Parse ``nvidia-smi nvlink -s``.
 
     Returns a list of dicts, one per GPU printed: index, name, uuid, links_active, links_inactive and
-    link_speeds_gbps ({link number as string: GB/s, or None when the link is inactive}). Lines that
-    belong to neither a GPU nor a link (an elided ``....``, NVML notes) are skipped.
+    link_speeds_gbps ({link number as string: GB/s, or None when the link is inactive}), and
+    all_links_inactive (NVML printed "all links are inActive" for the GPU instead of its links). Other lines
+    (an elided ``....``/``...``, a prompt) are skipped.
     """
     gpus = []
     current = None
@@ -188,8 +198,12 @@ def parse_nvlink_status(text):
                 "links_active": 0,
                 "links_inactive": 0,
                 "link_speeds_gbps": {},
+                "all_links_inactive": False,
             }
             gpus.append(current)
+            continue
+        if current is not None and NVLINK_ALL_INACTIVE.search(line):
+            current["all_links_inactive"] = True
             continue
         link = NVLINK_LINK_LINE.match(line)
         if link and current is not None:
@@ -201,3 +215,180 @@ def parse_nvlink_status(text):
                 current["links_inactive"] += 1
                 current["link_speeds_gbps"][link.group(1)] = None
     return gpus
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Fabric state (nvidia-smi -q)
+
+Q_GPU_HEADER = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
+Q_FIELD = re.compile(r"^(\s*)([^:]+?)\s*:\s?(.*?)\s*$")
+FABRIC_KEYS = {
+    "state": "state", "status": "status", "cliqueid": "clique_id", "clique id": "clique_id",
+    "clusteruuid": "cluster_uuid", "cluster uuid": "cluster_uuid",
+}
+HEALTH_KEYS = {
+    "summary": "summary", "bandwidth": "bandwidth", "route recovery in progress": "route_recovery_in_progress",
+    "route unhealthy": "route_unhealthy", "access timeout recovery": "access_timeout_recovery",
+}
+# What nvidia-smi prints where the GPU or driver has no fabric state to report.
+FABRIC_NOT_REPORTED = ("", "N/A", "Not Supported", "[N/A]", "[Not Supported]")
+FABRIC_MANAGER_PENDING = ("In Progress", "Not Started")
+
+
+def _indent(line):
+    return len(line) - len(line.lstrip(" "))
+
+
+def _key(name, known):
+    low = name.strip().lower()
+    return known.get(low, re.sub(r"[^a-z0-9]+", "_", low).strip("_"))
+
+
+def _new_gpu(position, bus_id=None):
+    return {"index": position, "bus_id": bus_id, "name": None, "uuid": None, "fabric": False, "state": None,
+            "status": None, "clique_id": None, "cluster_uuid": None, "health": {}}
+
+
+def parse_fabric(text):
+    """Parse the ``Fabric`` section of every GPU in ``nvidia-smi -q`` (or ``-a``).
+
+    Returns one dict per GPU in printed order (nvidia-smi's index order): index (position), bus_id, name, uuid,
+    fabric (whether the GPU printed a Fabric section), state, status, clique_id, cluster_uuid (the printed strings,
+    None where not printed) and health ({summary, bandwidth, route_recovery_in_progress, route_unhealthy,
+    access_timeout_recovery, ...} as printed, {} without a Health subsection).
+
+    It also reads a pasted ``grep -A/-C ... Fabric`` excerpt: each Fabric block without a ``GPU <bus id>`` header
+    becomes the next GPU, with bus_id None.
+    """
+    gpus = []
+    current = None
+    section = None  # (indent of the "Fabric" line, gpu) while inside a Fabric section
+    health_indent = None
+    for raw in _clean_lines(text):
+        line = raw.expandtabs(4).rstrip()
+        header = Q_GPU_HEADER.match(line)
+        if header:
+            current = _new_gpu(len(gpus), header.group(1))
+            gpus.append(current)
+            section = None
+            continue
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped == "--":
+            section = None
+            continue
+        indent = _indent(line)
+        if section is not None and indent <= section[0]:
+            section = None
+        if stripped == "Fabric":
+            if current is None or current["fabric"]:
+                current = _new_gpu(len(gpus))
+                gpus.append(current)
+            current["fabric"] = True
+            section = (indent, current)
+            health_indent = None
+            continue
+        field = Q_FIELD.match(line)
+        if section is not None:
+            gpu = section[1]
+            if stripped == "Health":
+                health_indent = indent
+                continue
+            if health_indent is not None and indent <= health_indent:
+                health_indent = None
+            if field:
+                if health_indent is not None:
+                    gpu["health"][_key(field.group(2), HEALTH_KEYS)] = field.group(3)
+                else:
+                    gpu[_key(field.group(2), FABRIC_KEYS)] = field.group(3)
+            continue
+        if current is not None and field and current["fabric"] is False:
+            name = field.group(2).strip()
+            if name == "Product Name":
+                current["name"] = field.group(3)
+            elif name == "GPU UUID":
+                current["uuid"] = field.group(3)
+    return gpus
+
+
+def _label(gpu):
+    label = "GPU%d" % gpu["index"]
+    return label + (" (%s)" % gpu["bus_id"] if gpu.get("bus_id") else "")
+
+
+def _reported(gpu):
+    return gpu.get("fabric") and (gpu.get("state") or "") not in FABRIC_NOT_REPORTED
+
+
+def fabric_verdict(gpus, nvswitch, gpu_count=None, reason="", error=""):
+    """Verdict of the NVSwitch fabric from parse_fabric()'s list.
+
+    ``nvswitch`` is the node's gpufleet_node.nvswitch (None: unknown), ``gpu_count``/``reason`` what nvidia-smi
+    reported (0 with its reason on a GPU-less node), ``error`` why ``nvidia-smi -q`` could not be read.
+
+    Returns {"status": "passed"|"failed"|"skipped", "reason": str, "detail": {...}}, the shape of a validate step:
+    skipped without a GPU, without NVSwitches, or where no GPU reports a fabric state (no Fabric section, or N/A);
+    failed when nvidia-smi -q errored, or a GPU is not State Completed / Status Success (or its fabric health
+    summary says Unhealthy); passed otherwise.
+    """
+    gpus = gpus or []
+    detail = {
+        "nvswitch": nvswitch,
+        "gpus": [{"gpu": _label(gpu), "state": gpu.get("state"), "status": gpu.get("status"),
+                  "clique_id": gpu.get("clique_id"), "cluster_uuid": gpu.get("cluster_uuid"),
+                  "health": gpu.get("health") or {}} for gpu in gpus],
+    }
+
+    def result(status, text):
+        return {"status": status, "reason": text, "detail": detail}
+
+    if gpu_count is not None and int(gpu_count) == 0:
+        return result("skipped", "no NVIDIA GPU" + (": " + reason if reason else ""))
+    if nvswitch is None:
+        return result("skipped", "not known whether the node has NVSwitches (gpufleet_node.nvswitch not set)")
+    if not nvswitch:
+        return result("skipped", "no NVSwitch on the node: no NVLink fabric to register")
+    if error:
+        return result("failed", error)
+    if not any(gpu.get("fabric") for gpu in gpus):
+        return result("skipped", "nvidia-smi -q prints no Fabric section (driver without the fabric state report)")
+    reported = [gpu for gpu in gpus if _reported(gpu)]
+    if not reported:
+        return result("skipped", "every GPU reports fabric state N/A (GPU or driver without a fabric state, "
+                      "as on A100 NVSwitch boards)")
+
+    problems = []
+    pending = False
+    for gpu in gpus:
+        state, status = gpu.get("state"), gpu.get("status")
+        summary = (gpu.get("health") or {}).get("summary")
+        if not _reported(gpu):
+            problems.append("%s: no fabric state (%s)" % (_label(gpu), state or "no Fabric section"))
+        elif state in FABRIC_MANAGER_PENDING:
+            pending = True
+            problems.append("%s: %s" % (_label(gpu), state))
+        elif state != "Completed":
+            problems.append("%s: state %s" % (_label(gpu), state))
+        elif status != "Success":
+            problems.append("%s: Completed with status %s" % (_label(gpu), status))
+        elif summary == "Unhealthy":
+            health = gpu.get("health") or {}
+            bad = ", ".join("%s %s" % (key, value) for key, value in sorted(health.items()) if key != "summary")
+            problems.append("%s: Completed/Success but fabric health Unhealthy%s"
+                            % (_label(gpu), " (%s)" % bad if bad else ""))
+    if problems:
+        text = "; ".join(problems)
+        if pending:
+            text += (" - the fabric manager has not finished registering the GPUs with the NVSwitch fabric or is "
+                     "not running (systemctl status nvidia-fabricmanager)")
+        return result("failed", text)
+
+    cliques = sorted(set(str(gpu.get("clique_id")) for gpu in gpus if gpu.get("clique_id") not in (None, "N/A")))
+    clusters = sorted(set(gpu.get("cluster_uuid") for gpu in gpus if gpu.get("cluster_uuid") not in (None, "N/A")))
+    text = "%d GPU(s): fabric Completed/Success" % len(gpus)
+    if cliques:
+        text += ", clique %s" % "/".join(cliques)
+    if clusters:
+        text += ", cluster %s" % "/".join(clusters)
+    return result("passed", text)

@@ -184,3 +184,40 @@ def test_query_gpu_rows():
 def test_query_gpu_rejects_other_output():
     with pytest.raises(ValueError):
         nvidia_smi.parse_query_gpu("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
+
+
+# name: [(gpu index, name, active links, inactive links, GB/s of every active link, all_links_inactive)]
+NVLINK_CASES = {
+    "nvlink-s-v100-inactive-links.txt": [(3, "Tesla V100-SXM2-32GB", 4, 2, 25.781, False)],
+    "nvlink-s-h100-sxm-18links-26g.txt": [(0, "NVIDIA H100 80GB HBM3", 18, 0, 26.562, False),
+                                          (1, "NVIDIA H100 80GB HBM3", 18, 0, 26.562, False)],
+    # The poster elided GPU 1 after two links.
+    "nvlink-s-gb200-18links-53g.txt": [(0, "NVIDIA GB200", 18, 0, 53.125, False),
+                                       (1, "NVIDIA GB200", 2, 0, 53.125, False)],
+    "nvlink-s-b200-gpu-all-links-inactive.txt": [(2, "NVIDIA B200", 0, 0, None, True)],
+    "nvlink-s-h200-1gpu-vm-r580.txt": [],
+}
+
+
+def test_every_nvlink_fixture_is_covered():
+    on_disk = sorted(name for name in os.listdir(FIXTURES) if name.startswith("nvlink-s-"))
+    assert on_disk == sorted(NVLINK_CASES)
+
+
+@pytest.mark.parametrize("name", sorted(NVLINK_CASES))
+def test_nvlink_status_layouts(name):
+    status = nvidia_smi.parse_nvlink_status(load(name))
+    expected = NVLINK_CASES[name]
+    assert [(gpu["index"], gpu["name"], gpu["links_active"], gpu["links_inactive"], gpu["all_links_inactive"])
+            for gpu in status] == [(e[0], e[1], e[2], e[3], e[5]) for e in expected]
+    for gpu, case in zip(status, expected):
+        speeds = [speed for speed in gpu["link_speeds_gbps"].values() if speed is not None]
+        assert speeds == [case[4]] * case[2]
+        assert len(gpu["link_speeds_gbps"]) == case[2] + case[3]
+
+
+def test_nvlink_prompt_line_is_not_a_gpu():
+    status = nvidia_smi.parse_nvlink_status(load("nvlink-s-h100-sxm-18links-26g.txt"))
+    assert [gpu["uuid"] for gpu in status] == ["GPU-4039dfe4-0c97-4b1e-683e-eb7d42699053",
+                                               "GPU-dd3b269a-8f3a-d2d5-1518-2713ba03fcf7"]
+    assert sorted(status[0]["link_speeds_gbps"], key=int) == [str(link) for link in range(18)]
