@@ -13,9 +13,14 @@ module: gpu_topology
 short_description: Read the GPU topology with nvidia-smi and check it against expectations
 version_added: "0.1.0"
 description:
-  - Runs C(nvidia-smi --query-gpu), C(nvidia-smi topo -m) and C(nvidia-smi nvlink -s) and returns the
-    GPUs (index, name, UUID, PCI bus id, memory, NUMA node, CPU affinity, NVLink counts), the NICs, the
-    link matrix and a one-line summary as the C(gpu_topology) fact.
+  - Runs C(nvidia-smi --query-gpu), C(nvidia-smi topo -m), C(nvidia-smi nvlink -s) and C(nvidia-smi -q) and
+    returns the GPUs (index, name, UUID, PCI bus id, memory, NUMA node, CPU affinity, NVLink counts), the NICs,
+    the link matrix, the NVSwitch fabric state of every GPU and a one-line summary as the C(gpu_topology) fact.
+  - "The fabric state (the C(Fabric) section of C(nvidia-smi -q)) is judged in C(gpu_topology.fabric.verdict):
+    on a node with NVSwitches (O(nvswitch)) every GPU must report State C(Completed) and Status C(Success);
+    C(In Progress) or C(Not Started) mean the fabric manager has not finished or is not running. Without
+    NVSwitches, without a GPU, or where the driver prints no fabric state (C(N/A)), the verdict is C(skipped)
+    with the reason. The fabric verdict is not one of the RV(violations)."
   - "Checks the topology against expectations given as options or through a named O(profile). Every
     violated expectation becomes one line such as C(GPU3<->GPU5: SYS, expected NV18)."
   - On a node without nvidia-smi, or where nvidia-smi cannot talk to a driver (a GPU-less host), it
@@ -68,6 +73,12 @@ options:
     description:
       - Every GPU must have a NIC on its own NUMA node, that is a NIC not reached over C(SYS).
     type: bool
+  nvswitch:
+    description:
+      - Whether the node has NVSwitches (C(gpufleet_node.nvswitch) of C(gpufleet.cluster.node_facts)). With
+        C(true) the fabric state of every GPU is checked; unset (unknown) or C(false) the fabric verdict is
+        C(skipped).
+    type: bool
   fail_on_violation:
     description:
       - Fail the task when an expectation is violated. With C(false) the violations are only reported
@@ -96,6 +107,11 @@ EXAMPLES = r"""
     all_pairs_link: NV
     fail_on_violation: false
   register: gpu_topology_check
+
+- name: Read the topology and check the NVSwitch fabric state on an HGX node
+  gpufleet.cluster.gpu_topology:
+    profile: hgx-h100-8
+    nvswitch: "{{ gpufleet_node.nvswitch }}"
 
 - name: Use an nvidia-smi outside PATH
   gpufleet.cluster.gpu_topology:
@@ -166,6 +182,19 @@ ansible_facts:
         topology_error:
           description: Why the link matrix is missing, when it is.
           type: str
+        fabric:
+          description:
+            - The NVSwitch fabric state from C(nvidia-smi -q).
+            - C(gpus) one entry per GPU (index, bus_id, fabric (section printed), state, status, clique_id,
+              cluster_uuid, health); C(error) why C(nvidia-smi -q) could not be read (null otherwise);
+              C(verdict) C({status, reason, detail}) with status C(passed), C(failed) or C(skipped).
+          type: dict
+          sample:
+            gpus:
+              - {index: 0, bus_id: "00000000:18:00.0", fabric: true, state: Completed, status: Success,
+                 clique_id: "0", cluster_uuid: "00000000-0000-0000-0000-000000000000", health: {bandwidth: N/A}}
+            error: null
+            verdict: {status: passed, reason: "8 GPU(s): fabric Completed/Success, clique 0, cluster ...", detail: {}}
         violations:
           description: Same as RV(violations).
           type: list
@@ -204,12 +233,36 @@ def _first_line(*texts):
     return ""
 
 
-def read_topology(module, nvidia_smi_path):
-    """Run nvidia-smi and return the assembled topology dict (gpu_count 0 with a reason on failure)."""
+def find_nvidia_smi(module, nvidia_smi_path):
+    """The nvidia-smi to run, or None when there is none."""
     if os.path.isabs(nvidia_smi_path):
-        binary = nvidia_smi_path if os.access(nvidia_smi_path, os.X_OK) else None
-    else:
-        binary = module.get_bin_path(nvidia_smi_path)
+        return nvidia_smi_path if os.access(nvidia_smi_path, os.X_OK) else None
+    return module.get_bin_path(nvidia_smi_path)
+
+
+def read_fabric(module, binary, topology, nvswitch):
+    """The ``fabric`` entry of the fact: every GPU's Fabric section of ``nvidia-smi -q`` and its verdict.
+
+    nvidia-smi -q runs only where the node has GPUs; its failure is the verdict's error, not the module's.
+    """
+    gpus = []
+    error = None
+    count = topology.get("gpu_count") or 0
+    if binary and count:
+        rc, out, err = module.run_command([binary, "-q"], environ_update=C_LOCALE)
+        if rc != 0:
+            error = "nvidia-smi -q failed (rc=%d): %s" % (rc, _first_line(err, out) or "no output")
+        else:
+            gpus = nvidia_smi.parse_fabric(out)
+    verdict = nvidia_smi.fabric_verdict(gpus, nvswitch, gpu_count=count, reason=topology.get("reason") or "",
+                                        error=error or "")
+    return {"gpus": gpus, "error": error, "verdict": verdict}
+
+
+def read_topology(module, nvidia_smi_path, binary=None):
+    """Run nvidia-smi and return the assembled topology dict (gpu_count 0 with a reason on failure)."""
+    if binary is None:
+        binary = find_nvidia_smi(module, nvidia_smi_path)
     if not binary:
         return topology_policy.assemble([], reason="nvidia-smi not found (%s)" % nvidia_smi_path)
 
@@ -255,6 +308,7 @@ def main():
             nvlink_peers_min=dict(type="int"),
             nic_max_distance=dict(type="str", choices=list(topology_policy.NIC_DISTANCES)),
             gpu_nic_same_numa=dict(type="bool"),
+            nvswitch=dict(type="bool"),
             fail_on_violation=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
@@ -266,9 +320,11 @@ def main():
     if problems:
         module.fail_json(msg="invalid GPU topology expectations: %s" % "; ".join(problems))
 
-    topology = read_topology(module, params["nvidia_smi_path"])
+    binary = find_nvidia_smi(module, params["nvidia_smi_path"])
+    topology = read_topology(module, params["nvidia_smi_path"], binary or "")
     violations = topology_policy.check(topology, expectations)
     topology["violations"] = violations
+    topology["fabric"] = read_fabric(module, binary, topology, params["nvswitch"])
     result = dict(changed=False, violations=violations, expectations=expectations,
                   ansible_facts={"gpu_topology": topology})
     if violations and params["fail_on_violation"]:

@@ -23,6 +23,8 @@ H100_TOPO = load("topo-hgx-h100-8gpu-8nic-r570.txt")
 H100_QUERY = query_rows(8, "NVIDIA H100 80GB HBM3", "570.133.20")
 A100_PAIRS_TOPO = load("topo-a100-4gpu-nvlink-bridge-pairs.txt")
 A100_QUERY = query_rows(4, "NVIDIA A100-PCIE-40GB", "535.54.03")
+# nvidia-smi -q of a real 8x H100 SXM node (driver 565.57.01): every GPU Fabric Completed / Success.
+H100_Q = load("q-h100-sxm-8gpu-fabric-completed-r565.txt")
 
 
 class Exit(Exception):
@@ -58,8 +60,10 @@ def run(monkeypatch, args, outputs, binary="/usr/bin/nvidia-smi"):
     return info.value, calls
 
 
-HEALTHY_H100 = {"query": (0, H100_QUERY, ""), "topo": (0, H100_TOPO, ""), "nvlink": (0, "", "")}
-A100_PAIRS = {"query": (0, A100_QUERY, ""), "topo": (0, A100_PAIRS_TOPO, ""), "nvlink": (0, "", "")}
+HEALTHY_H100 = {"query": (0, H100_QUERY, ""), "topo": (0, H100_TOPO, ""), "nvlink": (0, "", ""),
+                "-q": (0, H100_Q, "")}
+A100_PAIRS = {"query": (0, A100_QUERY, ""), "topo": (0, A100_PAIRS_TOPO, ""), "nvlink": (0, "", ""),
+              "-q": (0, load("q-a100-sxm4-4gpu-fabric-na-r555.txt"), "")}
 NO_GPU = {"query": (9, NO_DRIVER, "")}
 
 CASES = [
@@ -112,7 +116,7 @@ def test_facts_from_recorded_h100(monkeypatch):
     assert facts["nic_devices"][7] == {"name": "NIC7", "device": "mlx5_7"}
     assert [argv[1:] for argv in calls] == [
         ["--query-gpu=index,name,uuid,pci.bus_id,memory.total,driver_version", "--format=csv,noheader,nounits"],
-        ["topo", "-m"], ["nvlink", "-s"]]
+        ["topo", "-m"], ["nvlink", "-s"], ["-q"]]
 
 
 def test_no_driver_reason(monkeypatch):
@@ -155,9 +159,15 @@ def test_captured_h200_gives_the_fact_the_module_gave_on_that_machine(monkeypatc
                "topo": (0, load("topo-h200-1gpu-vm-r580.txt"), ""),
                "nvlink": (0, load("nvlink-s-h200-1gpu-vm-r580.txt"), "")}
     on_device = json.loads(load("gpu-topology-fact-h200-1gpu-vm-r580.txt"))
-    outcome, _ = run(monkeypatch, {"min_driver_branch": 535, "fail_on_violation": False}, outputs)
+    outcome, calls = run(monkeypatch, {"min_driver_branch": 535, "fail_on_violation": False, "nvswitch": False},
+                         dict(outputs, **{"-q": (0, "", "")}))
     assert outcome.failed is False
-    assert outcome.result["ansible_facts"] == on_device["ansible_facts"]
+    facts = dict(outcome.result["ansible_facts"]["gpu_topology"])
+    # The capture predates the fabric entry; the rest of the fact is what the module returned on that machine.
+    fabric = facts.pop("fabric")
+    assert {"gpu_topology": facts} == on_device["ansible_facts"]
+    assert fabric["verdict"]["status"] == "skipped"
+    assert fabric["verdict"]["reason"] == "no NVSwitch on the node: no NVLink fabric to register"
     assert outcome.result["violations"] == on_device["violations"] == []
     facts = outcome.result["ansible_facts"]["gpu_topology"]
     assert facts["summary"] == "1x NVIDIA H200, no NIC"
@@ -167,8 +177,56 @@ def test_captured_h200_gives_the_fact_the_module_gave_on_that_machine(monkeypatc
 def test_captured_h200_against_an_8_gpu_profile(monkeypatch):
     outputs = {"query": (0, load("query-gpu-h200-1gpu-vm-r580.txt"), ""),
                "topo": (0, load("topo-h200-1gpu-vm-r580.txt"), ""),
-               "nvlink": (0, load("nvlink-s-h200-1gpu-vm-r580.txt"), "")}
+               "nvlink": (0, load("nvlink-s-h200-1gpu-vm-r580.txt"), ""), "-q": (0, "", "")}
     outcome, _ = run(monkeypatch, {"gpu_count": 8, "min_driver_branch": 590}, outputs)
     assert outcome.failed is True
     assert any("gpu_count: found 1, expected 8" in line for line in outcome.result["violations"])
     assert any("590" in line for line in outcome.result["violations"])
+
+
+def test_fabric_of_recorded_h100_on_an_nvswitch_node(monkeypatch):
+    outcome, _ = run(monkeypatch, {"nvswitch": True}, HEALTHY_H100)
+    assert outcome.failed is False
+    fabric = outcome.result["ansible_facts"]["gpu_topology"]["fabric"]
+    assert fabric["error"] is None
+    assert [gpu["state"] for gpu in fabric["gpus"]] == ["Completed"] * 8
+    assert fabric["gpus"][7]["bus_id"] == "00000000:DB:00.0"
+    assert fabric["verdict"]["status"] == "passed"
+    assert fabric["verdict"]["reason"] == ("8 GPU(s): fabric Completed/Success, clique 0, "
+                                           "cluster 00000000-0000-0000-0000-000000000000")
+    assert outcome.result["violations"] == []
+
+
+def test_fabric_unknown_nvswitch_is_skipped(monkeypatch):
+    outcome, _ = run(monkeypatch, {}, HEALTHY_H100)
+    verdict = outcome.result["ansible_facts"]["gpu_topology"]["fabric"]["verdict"]
+    assert verdict["status"] == "skipped"
+    assert "gpufleet_node.nvswitch not set" in verdict["reason"]
+
+
+def test_fabric_na_on_a100_is_skipped_not_passed(monkeypatch):
+    outcome, _ = run(monkeypatch, {"nvswitch": True}, A100_PAIRS)
+    verdict = outcome.result["ansible_facts"]["gpu_topology"]["fabric"]["verdict"]
+    assert verdict["status"] == "skipped"
+    assert "N/A" in verdict["reason"]
+
+
+def test_fabric_query_failure_fails_the_fabric_verdict_only(monkeypatch):
+    outputs = dict(HEALTHY_H100)
+    outputs["-q"] = (15, "", "Unable to determine the device handle for GPU0000:18:00.0: Unknown Error\n")
+    outcome, _ = run(monkeypatch, {"nvswitch": True}, outputs)
+    assert outcome.failed is False
+    fabric = outcome.result["ansible_facts"]["gpu_topology"]["fabric"]
+    assert fabric["error"] == ("nvidia-smi -q failed (rc=15): Unable to determine the device handle for "
+                               "GPU0000:18:00.0: Unknown Error")
+    assert fabric["verdict"] == {"status": "failed", "reason": fabric["error"],
+                                 "detail": {"nvswitch": True, "gpus": []}}
+
+
+@pytest.mark.parametrize("outputs,binary", [(NO_GPU, "/usr/bin/nvidia-smi"), ({}, None)], ids=["no-driver", "no-binary"])
+def test_fabric_without_gpu_is_skipped_with_the_reason(monkeypatch, outputs, binary):
+    outcome, calls = run(monkeypatch, {"nvswitch": True}, outputs, binary)
+    fabric = outcome.result["ansible_facts"]["gpu_topology"]["fabric"]
+    assert fabric["verdict"]["status"] == "skipped"
+    assert fabric["verdict"]["reason"].startswith("no NVIDIA GPU: nvidia-smi ")
+    assert ["-q"] not in [argv[1:] for argv in calls]
