@@ -1,0 +1,448 @@
+"""Every OS the README claims x both CPU architectures: each role finds an OS vars file, and what it would install
+is what the distribution or vendor names.
+
+gpufleet_node.os comes from the real parser (sysfs.os_summary(sysfs.parse_os_release(text))) over real os-release
+texts (tests/fixtures/os-release/<name>, each naming its source). Each role's vars lookup is read from its own
+tasks/main.yml (the first_found list), rendered for the node and resolved against roles/<role>/vars like Ansible's
+first_found does. Derived settings (DCGM package, CUDA repository URL, node_exporter tarball) are rendered from the
+roles' own defaults/vars by Ansible's templar with the collection's filters.
+
+No EL9 or Ubuntu package archive is reachable from the test machines: the Rocky/RHEL 9 and Ubuntu rows are checked
+here only, against the package names the distributions publish (cited per row), never installed.
+"""
+import atexit
+import functools
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dcgm, sysfs
+
+from conftest import COLLECTIONS, ROOT, fixture_parts
+
+ROLES = os.path.join(ROOT, "roles")
+
+# name -> (fixture, id, major, family, codename)
+OS_ROWS = {
+    "debian-12": ("debian-12-bookworm", "debian", "12", "Debian", "bookworm"),
+    "debian-13": ("debian-13-trixie", "debian", "13", "Debian", "trixie"),
+    "ubuntu-22.04": ("ubuntu-22.04-jammy", "ubuntu", "22.04", "Debian", "jammy"),
+    "ubuntu-24.04": ("ubuntu-24.04-noble", "ubuntu", "24.04", "Debian", "noble"),
+    "rocky-9": ("rocky-9", "rocky", "9", "RedHat", ""),
+    "rhel-9": ("rhel-9", "rhel", "9", "RedHat", ""),
+}
+MACHINES = ("x86_64", "aarch64")
+MATRIX = [(name, machine) for name in OS_ROWS for machine in MACHINES]
+
+# Roles that pick an OS vars file with first_found in tasks/main.yml.
+FIRST_FOUND_ROLES = ("cluster_ssh", "container_runtime", "fail2ban", "gpu_monitoring", "image_security",
+                     "interconnect", "os_hardening", "ssh_hardening")
+
+# ---- driver packages --------------------------------------------------------------------------------------------
+# DRIVER_ROWS: left for the nvidia_driver role's own rows (OS x branch -> the packages its plan installs); this
+# file does not test roles/nvidia_driver's plans. Keyed like OS_ROWS; empty until those rows are added.
+DRIVER_ROWS = {}
+# -----------------------------------------------------------------------------------------------------------------
+
+
+def node(name, machine):
+    fixture, _, _, _, _ = OS_ROWS[name]
+    _, text = fixture_parts("os-release", fixture)
+    return {"os": sysfs.os_summary(sysfs.parse_os_release(text)), "machine": machine, "gpu_count": 8,
+            "container": False}
+
+
+@functools.lru_cache(maxsize=None)
+def load_yaml(*parts):
+    """A role file as YAML (cached: the tests only read what it returns)."""
+    with open(os.path.join(*parts)) as handle:
+        return yaml.safe_load(handle) or {}
+
+
+# ---- the roles' Jinja settings, rendered by Ansible's own templar ------------------------------------------------
+# A helper process renders them with ansible-core's Templar and the collection finder over this checkout's
+# collections path (as ansible-playbook resolves gpufleet.cluster.* filters), the files' strings trusted as
+# templates as role files are. A process of its own: installing the finder here would change how the other test
+# modules import ansible_collections.
+RENDERER = r"""
+import json, sys
+from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
+_AnsibleCollectionFinder(paths=[sys.argv[1]])._install()
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+def trusted(value):
+    if isinstance(value, str):
+        return trust_as_template(value)
+    if isinstance(value, list):
+        return [trusted(item) for item in value]
+    if isinstance(value, dict):
+        return {key: trusted(item) for key, item in value.items()}
+    return value
+
+for line in sys.stdin:
+    request = json.loads(line)
+    variables = {}
+    for layer in request["layers"]:
+        variables.update(trusted(layer))
+    try:
+        templar = Templar(loader=DataLoader(), variables=variables)
+        source = variables[request["key"]] if request["key"] in variables else trust_as_template(request["key"])
+        answer = {"value": templar.template(source)}
+    except Exception as exc:  # reported to the test, which fails with it
+        answer = {"error": "%s: %s" % (type(exc).__name__, exc)}
+    sys.stdout.write(json.dumps(answer) + "\n")
+    sys.stdout.flush()
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def renderer():
+    process = subprocess.Popen([sys.executable, "-c", RENDERER, COLLECTIONS], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    atexit.register(process.kill)
+    return process
+
+
+class RoleVars(object):
+    """Layered role variables (defaults < vars/main.yml < OS vars < extra); a lookup renders the value."""
+
+    def __init__(self, *layers):
+        self.layers = list(layers)
+
+    def __getitem__(self, key):
+        process = renderer()
+        process.stdin.write(json.dumps({"layers": self.layers, "key": key}) + "\n")
+        process.stdin.flush()
+        answer = json.loads(process.stdout.readline())
+        assert "error" not in answer, "%s: %s" % (key, answer.get("error"))
+        return answer["value"]
+
+    def render(self, text):
+        return self[text]
+
+
+def role_vars(role, gpufleet_node, os_vars_file=None, **extra):
+    layers = [load_yaml(ROLES, role, "defaults", "main.yml")]
+    if os.path.exists(os.path.join(ROLES, role, "vars", "main.yml")):
+        layers.append(load_yaml(ROLES, role, "vars", "main.yml"))
+    if os_vars_file:
+        layers.append(load_yaml(os_vars_file))
+    layers.append(dict(extra, gpufleet_node=gpufleet_node, role_path=os.path.join(ROLES, role)))
+    return RoleVars(*layers)
+
+
+# ---- the roles' first_found lookups ------------------------------------------------------------------------------
+
+def lookup_spec(role):
+    """(candidate file templates, paths) of the include_vars first_found task in roles/<role>/tasks/main.yml."""
+    for task in load_yaml(ROLES, role, "tasks", "main.yml"):
+        if "ansible.builtin.include_vars" not in task:
+            continue
+        if "with_first_found" in task:
+            spec = task["with_first_found"][0]
+        else:
+            specs = [value for value in (task.get("vars") or {}).values() if isinstance(value, dict) and "files" in value]
+            assert len(specs) == 1, "%s: no first_found list in the include_vars task" % role
+            spec = specs[0]
+        return spec["files"], spec["paths"]
+    raise AssertionError("%s: tasks/main.yml loads no OS vars file" % role)
+
+
+def resolve_os_vars(role, gpufleet_node):
+    """The file first_found picks for this node, or None (a relative path is relative to the role, as in Ansible)."""
+    files, paths = lookup_spec(role)
+    context = RoleVars({"gpufleet_node": gpufleet_node, "role_path": os.path.join(ROLES, role)})
+    for candidate in files:
+        name = context.render(candidate)
+        for path in paths:
+            directory = context.render(path)
+            if not os.path.isabs(directory):
+                directory = os.path.join(ROLES, role, directory)
+            found = os.path.join(directory, name)
+            if os.path.isfile(found):
+                return found
+    return None
+
+
+def os_vars(role, name, machine):
+    gpufleet_node = node(name, machine)
+    found = resolve_os_vars(role, gpufleet_node)
+    assert found, "%s finds no OS vars file for %s" % (role, name)
+    return load_yaml(found), role_vars(role, gpufleet_node, found)
+
+
+# ---- the OS facts ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(OS_ROWS))
+def test_os_release_gives_the_facts_the_roles_select_on(name):
+    _, os_id, major, family, codename = OS_ROWS[name]
+    summary = node(name, "x86_64")["os"]
+    assert (summary["id"], summary["major"], summary["family"], summary["codename"]) == (os_id, major, family, codename)
+    assert sysfs.os_support_problem(summary) is None
+
+
+@pytest.mark.parametrize("name, machine", MATRIX)
+@pytest.mark.parametrize("role", FIRST_FOUND_ROLES)
+def test_every_role_finds_os_vars(role, name, machine):
+    found = resolve_os_vars(role, node(name, machine))
+    assert found is not None, "%s has no vars file for %s" % (role, name)
+    family = OS_ROWS[name][3]
+    # Only files of this OS family (or this OS) may be picked: no Debian paths on EL and the reverse.
+    assert os.path.basename(found).split("-")[0].split(".")[0].lower() in (family.lower(), OS_ROWS[name][1])
+
+
+@pytest.mark.parametrize("name", sorted(OS_ROWS))
+def test_nvidia_container_toolkit_has_an_install_file_per_family(name):
+    # roles/nvidia_container_toolkit/tasks/toolkit.yml: include_tasks install-{{ gpufleet_node.os.family }}.yml
+    family = node(name, "x86_64")["os"]["family"]
+    assert os.path.isfile(os.path.join(ROLES, "nvidia_container_toolkit", "tasks", "install-%s.yml" % family))
+
+
+# ---- os_hardening ------------------------------------------------------------------------------------------------
+# Debian/Ubuntu names: the Debian (bookworm, trixie) and Ubuntu (jammy, noble) package archives' package lists
+# (libpam-pwquality, libpam-tmpdir, aide + aide-common, chkrootkit, debsums, apt-show-versions, apt-listchanges,
+# needrestart, sysstat, acct, auditd all exist under these names in all four).
+# Rocky/RHEL 9 names: Rocky Linux 9 / RHEL 9 BaseOS and AppStream package lists (libpwquality, aide, sysstat,
+# psacct, audit, yum-utils [dnf-plugins-core; provides needs-restarting and the dnf-utils name], dnf-automatic);
+# chkrootkit from EPEL 9 (Fedora's chkrootkit package built for epel9). Not checked against a live EL9 index here.
+OS_HARDENING_DEBIAN = {
+    "password_quality": ["libpam-pwquality"],
+    "pam_tmpdir": ["libpam-tmpdir"],
+    "file_integrity": ["aide", "aide-common"],
+    "rootkit_scanner": ["chkrootkit"],
+    "package_tools": ["debsums", "apt-show-versions", "apt-listchanges", "needrestart"],
+    "accounting": ["sysstat"],
+}
+OS_HARDENING_EL9 = {
+    "password_quality": ["libpwquality"],
+    "pam_tmpdir": [],
+    "file_integrity": ["aide"],
+    "rootkit_scanner": ["chkrootkit"],
+    "package_tools": ["yum-utils"],
+    "accounting": ["sysstat"],
+}
+
+
+@pytest.mark.parametrize("name, machine", MATRIX)
+def test_os_hardening_packages_and_paths(name, machine):
+    values, _ = os_vars("os_hardening", name, machine)
+    el = OS_ROWS[name][3] == "RedHat"
+    assert values["os_hardening__concern_packages"] == (OS_HARDENING_EL9 if el else OS_HARDENING_DEBIAN)
+    assert values["os_hardening__host_packages"] == {"accounting": ["psacct", "audit"] if el else ["acct", "auditd"]}
+    assert values["os_hardening__unattended_packages"] == (["dnf-automatic"] if el else ["unattended-upgrades"])
+    assert values["os_hardening__host_accounting_units"] == (
+        ["psacct.service", "auditd.service"] if el else ["acct.service", "auditd.service"])
+    # AIDE: EL9 keeps one /etc/aide.conf and a gzip database (aide 0.16's own defaults); Debian's aide-common a
+    # conf.d directory, an uncompressed database and dailyaidecheck.timer.
+    if el:
+        assert (values["os_hardening__aide_config"], values["os_hardening__aide_database"],
+                values["os_hardening__aide_database_new"]) == (
+            "/etc/aide.conf", "/var/lib/aide/aide.db.gz", "/var/lib/aide/aide.db.new.gz")
+        assert values["os_hardening__aide_exclude_file"] == "" and values["os_hardening__aide_timer"] == ""
+    else:
+        assert values["os_hardening__aide_config"] == "/etc/aide/aide.conf"
+        assert values["os_hardening__aide_exclude_file"].startswith("/etc/aide/aide.conf.d/")
+        assert values["os_hardening__aide_timer"] == "dailyaidecheck.timer"
+    # Nothing Debian-only is installed on EL, and the reverse.
+    every = [pkg for names in values["os_hardening__concern_packages"].values() for pkg in names]
+    if el:
+        assert not {"needrestart", "debsums", "acct", "auditd", "aide-common"} & set(every)
+    else:
+        assert not {"psacct", "audit", "yum-utils"} & set(every)
+
+
+def test_os_hardening_apt_and_dpkg_tasks_only_run_on_debian():
+    """Every task that calls apt, dpkg or a Debian-only file runs only where gpufleet_node.os.family == 'Debian'."""
+    debian_only = ("ansible.builtin.apt", "dpkg-statoverride", "apt-get", "unattended-upgrade ", "/etc/default/",
+                   "/etc/apt/", "chkrootkit.conf", "needrestart", "chkrootkit.timer")
+    tasks_dir = os.path.join(ROLES, "os_hardening", "tasks")
+    checked = 0
+    for file_name in sorted(os.listdir(tasks_dir)):
+        for task in _flatten(load_yaml(tasks_dir, file_name)):
+            if "ansible.builtin.debug" in task:
+                continue  # the lines that say on EL what is skipped and why
+            text = yaml.safe_dump({k: v for k, v in task.items() if k not in ("name", "when", "block")})
+            if any(marker in text for marker in debian_only):
+                when = task.get("when") or []
+                when = [when] if isinstance(when, str) else when
+                assert "gpufleet_node.os.family == 'Debian'" in when, "%s: %s" % (file_name, task.get("name"))
+                checked += 1
+    assert checked >= 10
+
+
+def _flatten(tasks):
+    for task in tasks or []:
+        if "block" in task:
+            for inner in _flatten(task["block"]):
+                yield inner
+        else:
+            yield task
+
+
+# ---- fail2ban ----------------------------------------------------------------------------------------------------
+# Debian/Ubuntu: fail2ban + python3-systemd (journal backend); sshd's unit is ssh.service there.
+# Rocky/RHEL 9: EPEL 9's fail2ban is split into fail2ban-server, fail2ban-systemd (python3-systemd,
+# backend = systemd), fail2ban-firewalld and fail2ban-sendmail; sshd's unit is sshd.service; iptables-nft is
+# EL9's iptables.
+@pytest.mark.parametrize("name, machine", MATRIX)
+def test_fail2ban_packages_and_journal(name, machine):
+    values, _ = os_vars("fail2ban", name, machine)
+    if OS_ROWS[name][3] == "RedHat":
+        assert values["fail2ban__packages"] == ["fail2ban-server", "fail2ban-systemd"]
+        assert values["fail2ban__banaction_packages"] == {"nftables": ["nftables"], "iptables": ["iptables-nft"]}
+        assert values["fail2ban__journalmatch"].startswith("_SYSTEMD_UNIT=sshd.service ")
+    else:
+        assert values["fail2ban__packages"] == ["fail2ban", "python3-systemd"]
+        assert values["fail2ban__banaction_packages"] == {"nftables": ["nftables"], "iptables": ["iptables"]}
+        assert values["fail2ban__journalmatch"].startswith("_SYSTEMD_UNIT=ssh.service ")
+    assert "_COMM=sshd" in values["fail2ban__journalmatch"]
+
+
+# ---- interconnect ------------------------------------------------------------------------------------------------
+# Debian/Ubuntu: rdma-core, ibverbs-utils, infiniband-diags, ucx-utils (libucx0 carries every transport),
+# openmpi-bin, libopenmpi-dev, python3-mpi4py; Open MPI 5 on Debian 13, 4.1 on Debian 12 / Ubuntu 22.04 / 24.04.
+# Rocky/RHEL 9 (AppStream): ucx plus its transport subpackages ucx-ib (verbs/mlx5) and ucx-rdmacm; openmpi 4.1 with
+# its configuration in /etc/openmpi-<arch> (openmpi-x86_64 / openmpi-aarch64).
+@pytest.mark.parametrize("name, machine", MATRIX)
+def test_interconnect_packages(name, machine):
+    values, rendered = os_vars("interconnect", name, machine)
+    packages = values["__interconnect_os_packages"]
+    if OS_ROWS[name][3] == "RedHat":
+        assert {"rdma-core", "libibverbs-utils", "infiniband-diags", "ucx", "ucx-ib", "ucx-rdmacm", "openmpi",
+                "openmpi-devel"} <= set(packages)
+        assert rendered["__interconnect_openmpi_sysconfdir"] == "/etc/openmpi-" + machine
+        assert values["__interconnect_openmpi_major"] == 4
+    else:
+        assert {"rdma-core", "ibverbs-utils", "infiniband-diags", "ucx-utils", "openmpi-bin",
+                "libopenmpi-dev"} <= set(packages)
+        assert rendered["__interconnect_openmpi_sysconfdir"] == "/etc/openmpi"
+        assert values["__interconnect_openmpi_major"] == (5 if name == "debian-13" else 4)
+
+
+# ---- ssh, container engine, image trust store ---------------------------------------------------------------------
+@pytest.mark.parametrize("name, machine", MATRIX)
+def test_ssh_container_runtime_and_trust_store(name, machine):
+    el = OS_ROWS[name][3] == "RedHat"
+    ssh, _ = os_vars("ssh_hardening", name, machine)
+    # OpenSSH's unit: ssh.service on Debian/Ubuntu, sshd.service on EL.
+    assert (ssh["ssh_hardening__package"], ssh["ssh_hardening__service"]) == ("openssh-server", "sshd" if el else "ssh")
+    engine, _ = os_vars("container_runtime", name, machine)
+    # Debian/Ubuntu ship docker.io; EL ships only podman, so Docker's own docker-ce repository is the one source.
+    assert engine["container_runtime_packages"]["os"] == ([] if el else ["docker.io"])
+    assert engine["container_runtime_packages"]["docker"] == ["docker-ce", "docker-ce-cli", "containerd.io"]
+    trust, _ = os_vars("image_security", name, machine)
+    assert trust["image_security_ca_trust_update"] == (["update-ca-trust", "extract"] if el else ["update-ca-certificates"])
+    # cosign is packaged from Debian 13 (trixie) on only.
+    assert trust["image_security_cosign_packaged"] is (name == "debian-13")
+
+
+# ---- gpu_monitoring: architecture, DCGM package, the shared CUDA source ------------------------------------------
+# NVIDIA's CUDA repository directories: developer.download.nvidia.com/compute/cuda/repos/<distro>/<x86_64|sbsa>
+# (aarch64 servers such as Grace GH200/GB200 use sbsa). Prometheus publishes node_exporter-<v>.linux-amd64.tar.gz and
+# .linux-arm64.tar.gz on each GitHub release. DCGM: https://docs.nvidia.com/datacenter/dcgm/latest/installation.html
+# (datacenter-gpu-manager-4-cuda<CUDA major the driver reports>).
+CUDA_DISTRO = {"debian-12": "debian12", "debian-13": "debian13", "ubuntu-22.04": "ubuntu2204",
+               "ubuntu-24.04": "ubuntu2404", "rocky-9": "rhel9", "rhel-9": "rhel9"}
+
+
+@pytest.mark.parametrize("name, machine", MATRIX)
+def test_gpu_monitoring_node_exporter_follows_os_and_arch(name, machine):
+    values, rendered = os_vars("gpu_monitoring", name, machine)
+    el = OS_ROWS[name][3] == "RedHat"
+    # No node_exporter package in EL9's base repositories: the release tarball; Debian/Ubuntu package it.
+    assert values["__gpu_monitoring_node_exporter_install_auto"] == ("tarball" if el else "package")
+    assert values["__gpu_monitoring_node_exporter_env_file"] == (
+        "/etc/sysconfig/prometheus-node-exporter" if el else "/etc/default/prometheus-node-exporter")
+    arch = {"x86_64": "amd64", "aarch64": "arm64"}[machine]
+    assert rendered["__gpu_monitoring_ne_tarball_url"] == (
+        "https://github.com/prometheus/node_exporter/releases/download/v1.9.1/node_exporter-1.9.1.linux-%s.tar.gz" % arch)
+    assert rendered["__gpu_monitoring_ne_release_dir"] == "/opt/node_exporter/node_exporter-1.9.1.linux-" + arch
+
+
+@pytest.mark.parametrize("name, machine", MATRIX)
+def test_gpu_monitoring_tarball_checksum_per_architecture(name, machine):
+    gpufleet_node = node(name, machine)
+    found = resolve_os_vars("gpu_monitoring", gpufleet_node)
+    sums = {"amd64": "1" * 64, "arm64": "sha256:" + "2" * 64}
+    rendered = role_vars("gpu_monitoring", gpufleet_node, found, gpu_monitoring_node_exporter_tarball_checksum=sums)
+    assert rendered["__gpu_monitoring_ne_tarball_checksum"] == ("1" * 64 if machine == "x86_64" else "2" * 64)
+    # An explicit URL stays as given on every architecture.
+    mirror = "https://mirror.example/node_exporter-1.9.1.linux-arm64.tar.gz"
+    rendered = role_vars("gpu_monitoring", gpufleet_node, found, gpu_monitoring_node_exporter_tarball_url=mirror)
+    assert rendered["__gpu_monitoring_ne_tarball_url"] == mirror
+
+
+@pytest.mark.parametrize("name, machine", MATRIX)
+@pytest.mark.parametrize("branch, package", [
+    ("580", "datacenter-gpu-manager-4-cuda13"), ("590", "datacenter-gpu-manager-4-cuda13"),
+    ("570", "datacenter-gpu-manager-4-cuda12"), ("550", "datacenter-gpu-manager-4-cuda12"),
+    ("535", "datacenter-gpu-manager-4-cuda12"),
+])
+def test_gpu_monitoring_dcgm_package_follows_the_driver_branch(name, machine, branch, package):
+    gpufleet_node = node(name, machine)
+    found = resolve_os_vars("gpu_monitoring", gpufleet_node)
+    assert role_vars("gpu_monitoring", gpufleet_node, found, nvidia_driver_branch=branch)["gpu_monitoring_dcgm_package"] == package
+
+
+def test_gpu_monitoring_dcgm_defaults_and_overrides():
+    gpufleet_node = node("debian-13", "x86_64")
+    found = resolve_os_vars("gpu_monitoring", gpufleet_node)
+    nvidia_default = load_yaml(ROLES, "nvidia_driver", "defaults", "main.yml")["nvidia_driver_branch"]
+    # Without nvidia_driver in the play, the same branch as nvidia_driver's default.
+    assert role_vars("gpu_monitoring", gpufleet_node, found)["gpu_monitoring_dcgm_package"] == (
+        dcgm.dcgm_package("", nvidia_default))
+    assert role_vars("gpu_monitoring", gpufleet_node, found, nvidia_driver_branch="580",
+                     gpu_monitoring_dcgm_cuda_major="12")["gpu_monitoring_dcgm_package"] == "datacenter-gpu-manager-4-cuda12"
+    # The old name of the override is still read.
+    assert role_vars("gpu_monitoring", gpufleet_node, found, nvidia_driver_branch="580",
+                     gpu_monitoring_cuda_major=12)["gpu_monitoring_dcgm_package"] == "datacenter-gpu-manager-4-cuda12"
+
+
+def shared_cuda_source(name, machine, **extra):
+    """The URL NVIDIA's CUDA source gets when gpu_monitoring includes nvidia_driver's cuda_repository: gpu_monitoring
+    hands over its URL (vars/main.yml), nvidia_driver's vars/main.yml turns an empty one into NVIDIA's default."""
+    gpufleet_node = node(name, machine)
+    monitoring = role_vars("gpu_monitoring", gpufleet_node, resolve_os_vars("gpu_monitoring", gpufleet_node), **extra)
+    handed = monitoring["__gpu_monitoring_dcgm_repo_url"]
+    driver = role_vars("nvidia_driver", gpufleet_node, None, nvidia_driver_repo_url=handed)
+    return handed, driver["nvidia_driver__cuda_repo"]
+
+
+@pytest.mark.parametrize("name, machine", MATRIX)
+def test_dcgm_uses_the_one_cuda_source_for_this_os_and_arch(name, machine):
+    handed, url = shared_cuda_source(name, machine)
+    # Nothing of its own: the driver's default (or nvidia_driver_repo_url), so both roles write the same entry.
+    assert handed == ""
+    assert url == "https://developer.download.nvidia.com/compute/cuda/repos/%s/%s" % (
+        CUDA_DISTRO[name], "sbsa" if machine == "aarch64" else "x86_64")
+
+
+@pytest.mark.parametrize("name, machine", MATRIX)
+def test_dcgm_repo_overrides(name, machine):
+    # A site mirror given to the driver is what DCGM uses too.
+    handed, url = shared_cuda_source(name, machine, nvidia_driver_repo_url="https://mirror.example/cuda/rhel9/sbsa")
+    assert url == "https://mirror.example/cuda/rhel9/sbsa"
+    # gpu_monitoring_dcgm_repo_url replaces the shared source's URL.
+    handed, url = shared_cuda_source(name, machine, gpu_monitoring_dcgm_repo_url="https://mirror.example/cuda/")
+    assert (handed, url) == ("https://mirror.example/cuda/", "https://mirror.example/cuda")
+    # An explicit architecture directory wins over gpufleet_node.machine.
+    _, url = shared_cuda_source(name, machine, gpu_monitoring_dcgm_repo_arch="x86_64")
+    assert url.endswith("/%s/x86_64" % CUDA_DISTRO[name])
+
+
+def test_gpu_monitoring_no_longer_defines_its_own_cuda_source():
+    text = open(os.path.join(ROLES, "gpu_monitoring", "tasks", "dcgm.yml")).read()
+    tasks = load_yaml(ROLES, "gpu_monitoring", "tasks", "dcgm.yml")
+    assert not [t for t in tasks if "ansible.builtin.deb822_repository" in t or "ansible.builtin.yum_repository" in t]
+    include = [t for t in tasks if "ansible.builtin.include_role" in t][0]
+    assert include["ansible.builtin.include_role"] == {"name": "gpufleet.cluster.nvidia_driver",
+                                                       "tasks_from": "cuda_repository"}
+    assert set(include["vars"]) == {"nvidia_driver_repo_url", "nvidia_driver_repo_key_url"}
+    # Upgraded nodes lose the old DCGM-only entry that conflicts with gpufleet-nvidia-cuda.
+    assert "/etc/apt/sources.list.d/gpufleet-cuda-dcgm.sources" in text
+    assert "/etc/yum.repos.d/gpufleet-cuda-dcgm.repo" in text
