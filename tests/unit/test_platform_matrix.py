@@ -43,9 +43,29 @@ FIRST_FOUND_ROLES = ("cluster_ssh", "container_runtime", "fail2ban", "gpu_monito
                      "interconnect", "os_hardening", "ssh_hardening")
 
 # ---- driver packages --------------------------------------------------------------------------------------------
-# DRIVER_ROWS: left for the nvidia_driver role's own rows (OS x branch -> the packages its plan installs); this
-# file does not test roles/nvidia_driver's plans. Keyed like OS_ROWS; empty until those rows are added.
-DRIVER_ROWS = {}
+# The nvidia_driver role's default source per OS, the branch that source offers, and the packages its plan installs
+# (open kernel modules; headers for a typical kernel of the release). Sources per row:
+#   Debian 12/13: packages.debian.org (non-free) nvidia-driver 535.261 in bookworm, 550.163 in trixie,
+#     nvidia-open-kernel-dkms, firmware-nvidia-gsp, nvidia-smi, libcuda1, nvidia-persistenced; linux-headers-amd64
+#     / linux-headers-arm64 follow the kernel.
+#   Ubuntu 22.04/24.04: packages.ubuntu.com nvidia-headless-580-server-open, nvidia-utils-580-server (restricted);
+#     linux-headers-generic.
+#   Rocky/RHEL 9: NVIDIA Driver Installation Guide, "Red Hat Enterprise Linux 9": `dnf module enable
+#     nvidia-driver:580-open`, kernel-devel-matched, kernel-headers, dkms from EPEL; the fabric manager is
+#     nvidia-fabric-manager; the repository is .../cuda/repos/rhel9/x86_64 or /sbsa (aarch64 servers).
+DRIVER_ROWS = {
+    "debian-12": ("debian", "535", ["nvidia-driver", "nvidia-open-kernel-dkms", "firmware-nvidia-gsp", "nvidia-smi",
+                                    "libcuda1", "nvidia-persistenced"], "6.1.0-26-{arch}", "linux-headers-{arch}"),
+    "debian-13": ("debian", "550", ["nvidia-driver", "nvidia-open-kernel-dkms", "firmware-nvidia-gsp", "nvidia-smi",
+                                    "libcuda1", "nvidia-persistenced"], "6.12.48+deb13-{arch}", "linux-headers-{arch}"),
+    "ubuntu-22.04": ("ubuntu", "580", ["nvidia-headless-580-server-open", "nvidia-utils-580-server"],
+                     "6.8.0-45-generic", "linux-headers-generic"),
+    "ubuntu-24.04": ("ubuntu", "580", ["nvidia-headless-580-server-open", "nvidia-utils-580-server"],
+                     "6.8.0-45-generic", "linux-headers-generic"),
+    "rocky-9": ("cuda", "580", ["@nvidia-driver:580-open"], "5.14.0-427.13.1.el9_4.{machine}", "kernel-devel-matched"),
+    "rhel-9": ("cuda", "580", ["@nvidia-driver:580-open"], "5.14.0-427.13.1.el9_4.{machine}", "kernel-devel-matched"),
+}
+DEBIAN_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
 # -----------------------------------------------------------------------------------------------------------------
 
 
@@ -446,3 +466,56 @@ def test_gpu_monitoring_no_longer_defines_its_own_cuda_source():
     # Upgraded nodes lose the old DCGM-only entry that conflicts with gpufleet-nvidia-cuda.
     assert "/etc/apt/sources.list.d/gpufleet-cuda-dcgm.sources" in text
     assert "/etc/yum.repos.d/gpufleet-cuda-dcgm.repo" in text
+
+
+# ---- the nvidia_driver role ---------------------------------------------------------------------------------------
+
+def driver_os_vars(name, machine):
+    """nvidia_driver's OS vars file (its first_found list lives in tasks/main.yml like the other roles')."""
+    gpufleet_node = node(name, machine)
+    found = resolve_os_vars("nvidia_driver", gpufleet_node)
+    assert found, "nvidia_driver finds no OS vars file for %s" % name
+    return load_yaml(found), role_vars("nvidia_driver", gpufleet_node, found)
+
+
+@pytest.mark.parametrize("name, machine", MATRIX)
+def test_nvidia_driver_plan_per_os_and_machine(name, machine):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import driver_state, nvidia_driver
+
+    source, branch, packages, kernel, headers_meta = DRIVER_ROWS[name]
+    found, _ = driver_os_vars(name, machine)
+    assert found["nvidia_driver_os_source"] == source
+    summary = node(name, machine)["os"]
+    plan = nvidia_driver.driver_plan(summary["family"], summary["id"], source, branch, "open")
+    assert plan["packages"] == packages
+    release = kernel.format(arch=DEBIAN_ARCH[machine], machine=machine)
+    headers = driver_state.headers_packages(summary["family"], summary["id"], release)
+    assert headers_meta.format(arch=DEBIAN_ARCH[machine]) in headers
+    if summary["family"] == "Debian":
+        assert headers[0] == "linux-headers-" + release
+
+
+@pytest.mark.parametrize("name, machine", [(n, m) for n, m in MATRIX if DRIVER_ROWS[n][0] == "cuda"])
+def test_nvidia_driver_cuda_repository_follows_os_and_machine(name, machine):
+    _, rendered = driver_os_vars(name, machine)
+    url = rendered["nvidia_driver__cuda_repo"]
+    assert url == "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/" + (
+        "sbsa" if machine == "aarch64" else "x86_64")
+
+
+@pytest.mark.parametrize("name", sorted(OS_ROWS))
+def test_nvidia_driver_fabric_packages_on_an_hgx_node(name):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import nvidia_driver
+
+    summary = node(name, "x86_64")["os"]
+    source = DRIVER_ROWS[name][0]
+    if source == "debian":
+        with pytest.raises(ValueError, match="Debian does not package NVIDIA Fabric Manager"):
+            nvidia_driver.driver_plan(summary["family"], summary["id"], source, "550", "open", fabricmanager=True)
+        return
+    plan = nvidia_driver.driver_plan(summary["family"], summary["id"], source, "580", "open", fabricmanager=True,
+                                     fabric="nvlink5")
+    names = [p["name"] for p in plan["fabric_packages"]]
+    expected = {"ubuntu": ["nvidia-fabricmanager-580", "libnvidia-nscq-580", "nvlsm"],
+                "cuda": ["nvidia-fabric-manager", "libnvidia-nscq", "nvlsm"]}[source]
+    assert names == expected
