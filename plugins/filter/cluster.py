@@ -7,12 +7,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
     node_address,
     trusted_addresses,
 )
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors import as_filter
 
 
 def cluster_node_address(host_vars, name):
@@ -20,12 +19,10 @@ def cluster_node_address(host_vars, name):
     return node_address(host_vars, name)
 
 
+@as_filter
 def cluster_trusted_addresses(hosts, hostvars, networks=None):
     """The sources every trust list uses: the hosts' own addresses (inventory first), plus opt-in CIDRs."""
-    try:
-        return trusted_addresses(hostvars, hosts, networks or [])
-    except ValueError as error:
-        raise AnsibleFilterError(str(error))
+    return trusted_addresses(hostvars, hosts, networks or [])
 
 
 class FilterModule(object):

@@ -11,20 +11,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors import as_filter
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dcgm
 
 
-def _wrap(func):
-    def run(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except ValueError as exc:
-            raise AnsibleFilterError(str(exc))
-    run.__name__ = func.__name__
-    run.__doc__ = func.__doc__
-    return run
 
 
 def cuda_major(branch, override=""):
@@ -57,10 +48,10 @@ class FilterModule(object):
 
     def filters(self):
         return {
-            "dcgm_cuda_major": _wrap(cuda_major),
-            "dcgm_package": _wrap(package),
-            "dcgm_cuda_repo_arch": _wrap(cuda_repo_arch),
-            "dcgm_go_arch": _wrap(dcgm.go_arch),
-            "dcgm_node_exporter_tarball_url": _wrap(tarball_url),
-            "dcgm_tarball_checksum": _wrap(tarball_checksum),
+            "dcgm_cuda_major": as_filter(cuda_major),
+            "dcgm_package": as_filter(package),
+            "dcgm_cuda_repo_arch": as_filter(cuda_repo_arch),
+            "dcgm_go_arch": as_filter(dcgm.go_arch),
+            "dcgm_node_exporter_tarball_url": as_filter(tarball_url),
+            "dcgm_tarball_checksum": as_filter(tarball_checksum),
         }

@@ -56,6 +56,8 @@ def tls_complete(config):
     """True when the daemon verifies clients: tlsverify true and the CA, certificate and key all named."""
     return config.get("tlsverify") is True and all(str(config.get(key) or "").strip() for key in TLS_FILES)
 
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors import as_filter
+
 
 def daemon_json_review(config):
     """{'unsafe_hosts': TCP hosts without mutual TLS, 'insecure_registries': [...], 'tls_complete': bool}."""
@@ -74,10 +76,4 @@ class FilterModule(object):
     """gpufleet Docker daemon helpers."""
 
     def filters(self):
-        def review(config):
-            try:
-                return daemon_json_review(config)
-            except ValueError as error:
-                from ansible.errors import AnsibleFilterError
-                raise AnsibleFilterError(str(error))
-        return {"daemon_json_review": review}
+        return {"daemon_json_review": as_filter(daemon_json_review)}

@@ -54,10 +54,7 @@ import ipaddress
 import json
 import re
 
-try:
-    from ansible.errors import AnsibleFilterError
-except ImportError:  # pragma: no cover - only without ansible installed
-    AnsibleFilterError = ValueError
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors import as_filter
 
 LABEL_KEYS = ("cluster", "group", "node", "exporter", "gpu_model", "gpu_count")
 
@@ -325,15 +322,6 @@ def exporter_scrape_config(job_name, file_sd_files, web_config=None, username=""
     return {"scrape_configs": [job]}
 
 
-def _wrap(func):
-    def wrapped(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except ValueError as exc:
-            raise AnsibleFilterError(str(exc))
-    wrapped.__name__ = func.__name__
-    wrapped.__doc__ = func.__doc__
-    return wrapped
 
 
 class FilterModule(object):
@@ -341,12 +329,12 @@ class FilterModule(object):
 
     def filters(self):
         return {
-            "file_sd_targets": _wrap(file_sd_targets),
-            "file_sd_merge": _wrap(file_sd_merge),
-            "address_in_network": _wrap(address_in_network),
-            "gpu_summary": _wrap(gpu_summary),
-            "exporter_listen_address": _wrap(exporter_listen_address),
-            "exporter_listen_host": _wrap(listen_host),
-            "exporter_web_config": _wrap(exporter_web_config),
-            "exporter_scrape_config": _wrap(exporter_scrape_config),
+            "file_sd_targets": as_filter(file_sd_targets),
+            "file_sd_merge": as_filter(file_sd_merge),
+            "address_in_network": as_filter(address_in_network),
+            "gpu_summary": as_filter(gpu_summary),
+            "exporter_listen_address": as_filter(exporter_listen_address),
+            "exporter_listen_host": as_filter(listen_host),
+            "exporter_web_config": as_filter(exporter_web_config),
+            "exporter_scrape_config": as_filter(exporter_scrape_config),
         }

@@ -12,20 +12,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors import as_filter
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_policy as gp
 
 
-def _wrap(func):
-    def run(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except ValueError as exc:
-            raise AnsibleFilterError(str(exc))
-    run.__name__ = func.__name__
-    run.__doc__ = func.__doc__
-    return run
 
 
 def problems(gpus, policy, persistence_mode=None):
@@ -38,10 +29,10 @@ class FilterModule(object):
 
     def filters(self):
         return {
-            "gpu_policy_parse_query": _wrap(gp.parse_query),
+            "gpu_policy_parse_query": as_filter(gp.parse_query),
             "gpu_policy_validate": gp.validate_policy,
-            "gpu_policy_problems": _wrap(problems),
-            "gpu_policy_commands": _wrap(gp.policy_commands),
-            "gpu_policy_persistence_problems": _wrap(gp.persistence_problems),
+            "gpu_policy_problems": as_filter(problems),
+            "gpu_policy_commands": as_filter(gp.policy_commands),
+            "gpu_policy_persistence_problems": as_filter(gp.persistence_problems),
             "gpu_policy_persistenced_exec_start": gp.persistenced_exec_start,
         }

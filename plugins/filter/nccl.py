@@ -11,7 +11,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors import as_filter
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import nccl
 from ansible_collections.gpufleet.cluster.plugins.module_utils import topology_policy
@@ -22,12 +22,10 @@ def nccl_debug(text):
     return nccl.parse_nccl_debug(text)
 
 
+@as_filter
 def nccl_transport_problems(parsed, active_rdma_ports=0, multi_node=False):
     """One sentence per transport problem in a nccl_debug result; empty when there is none."""
-    try:
-        return nccl.transport_problems(parsed, active_rdma_ports, multi_node)
-    except ValueError as exc:
-        raise AnsibleFilterError(str(exc))
+    return nccl.transport_problems(parsed, active_rdma_ports, multi_node)
 
 
 def nccl_transport_summary(parsed):

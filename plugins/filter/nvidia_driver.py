@@ -13,20 +13,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors import as_filter
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import nvidia_driver as nd
 
 
-def _wrap(func):
-    def run(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except ValueError as exc:
-            raise AnsibleFilterError(str(exc))
-    run.__name__ = func.__name__
-    run.__doc__ = func.__doc__
-    return run
 
 
 def branch_problem(branch):
@@ -39,15 +30,15 @@ class FilterModule(object):
 
     def filters(self):
         return {
-            "nvidia_driver_plan": _wrap(nd.driver_plan),
+            "nvidia_driver_plan": as_filter(nd.driver_plan),
             "nvidia_driver_branch_problem": branch_problem,
-            "nvidia_driver_kernel_flavour": _wrap(nd.kernel_flavour),
+            "nvidia_driver_kernel_flavour": as_filter(nd.kernel_flavour),
             "nvidia_driver_upstream_version": nd.upstream_version,
             "nvidia_driver_branch_of": nd.branch_of,
             "nvidia_driver_loaded_version": nd.loaded_version,
-            "nvidia_driver_fabricmanager_spec": _wrap(nd.fabricmanager_spec),
+            "nvidia_driver_fabricmanager_spec": as_filter(nd.fabricmanager_spec),
             "nvidia_driver_managed_packages": nd.managed_packages,
             "nvidia_driver_apt_components": nd.add_apt_components,
-            "nvidia_driver_cuda_repo_distro": _wrap(nd.cuda_repo_distro),
+            "nvidia_driver_cuda_repo_distro": as_filter(nd.cuda_repo_distro),
             "nvidia_driver_cuda_repo_arch": nd.cuda_repo_arch,
         }

@@ -49,12 +49,8 @@ _value:
   elements: str
 """
 
-try:
-    from ansible.errors import AnsibleFilterError
-except ImportError:  # pragma: no cover - only without ansible installed
-    AnsibleFilterError = ValueError
-
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_own_addresses
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors import as_filter
 from ansible_collections.gpufleet.cluster.plugins.module_utils.ssh_policy import (
     addresses_in_networks,
     cluster_known_hosts,
@@ -70,20 +66,12 @@ def sshd_runtime_drift(probe_text, effective_text):
     return runtime_drift(parse_kexinit_probe(probe_text), parse_sshd_effective(effective_text))
 
 
-def _filter_errors(function, prefix=""):
-    """The function as a filter: its ValueError (a refusal with the reason) becomes an AnsibleFilterError."""
-    def wrapper(*args, **kwargs):
-        try:
-            return function(*args, **kwargs)
-        except ValueError as exc:
-            raise AnsibleFilterError(prefix + str(exc))
-    return wrapper
 
 
-_known_hosts_lines = _filter_errors(known_hosts_lines)
-_addresses_in_networks = _filter_errors(addresses_in_networks, "not a CIDR network: ")
-_ssh_host_key = _filter_errors(lambda text, host="this node": parse_host_key(text, host))
-_cluster_known_hosts = _filter_errors(
+_known_hosts_lines = as_filter(known_hosts_lines)
+_addresses_in_networks = as_filter(addresses_in_networks, "not a CIDR network: ")
+_ssh_host_key = as_filter(lambda text, host="this node": parse_host_key(text, host))
+_cluster_known_hosts = as_filter(
     lambda hosts, hostvars, existing_text="", trust_fact_names=False:
     cluster_known_hosts(hostvars, hosts, existing_text or "", bool(trust_fact_names)))
 
