@@ -45,6 +45,12 @@ run smi nvidia-smi
 run smi-q nvidia-smi -q
 run smi-q-x nvidia-smi -q -x
 run proc-driver-version cat /proc/driver/nvidia/version
+# What nvidia_driver_state reads: the kernels, the module per kernel, DKMS, the persistence daemon's unit.
+run uname-r uname -r
+run lib-modules ls /lib/modules
+run modinfo-nvidia modinfo -F version nvidia
+run dkms-status dkms status
+run persistenced-unit systemctl cat nvidia-persistenced.service
 
 # sysfs: every NVIDIA PCI function's attributes the modules read, and the RDMA class tree.
 sys=$cap/sysfs
@@ -70,6 +76,7 @@ if python3 -c 'import ansible' 2>/dev/null; then
     adhoc module-gpu-topology gpufleet.cluster.gpu_topology "min_driver_branch=535 fail_on_violation=false"
     adhoc module-node-facts gpufleet.cluster.node_facts ""
     adhoc module-rdma-facts gpufleet.cluster.rdma_facts ""
+    adhoc module-gpudirect-facts gpufleet.cluster.gpudirect_facts "gpu_count=1 hca_count=1"
 else
     echo "ansible-core not importable: modules not run" >"$cap/module-skipped.txt"
 fi
