@@ -7,8 +7,11 @@
 # (--query-gpu in the module's field order, topo -m, nvlink -s), nvidia-smi -q and -q -x, -L,
 # /proc/driver/nvidia/version, a copy of the NVIDIA PCI devices' sysfs attributes and of
 # /sys/class/infiniband, and meta.txt (date, kernel, driver). Where ansible-core is importable it also
-# runs gpufleet.cluster.gpu_topology, node_facts and rdma_facts on localhost from this checkout, and,
-# where python3 has torch with CUDA, the validate role's DDP/NCCL check on every local GPU.
+# runs gpufleet.cluster.gpu_topology, node_facts, rdma_facts and gpudirect_facts on localhost from this checkout,
+# and, where python3 has torch with CUDA, the validate role's DDP/NCCL check on every local GPU (NCCL_DEBUG=INFO
+# with the INIT and NET subsystems: which transport NCCL chose). The fabric part adds ibv_devinfo -v, ibstat,
+# ucx_info -v/-d/-b, ompi_info --path all, the peer-memory symbols and modules, the RDMA sysfs attributes and
+# nvidia-smi --query-compute-apps.
 # Changes nothing on the node: it only reads (and the DDP check allocates GPU memory while it runs).
 set -u
 out=${1:?usage: capture-gpu-node.sh OUTDIR}
@@ -64,6 +67,46 @@ for dev in /sys/bus/pci/devices/*; do
     [ -L "$dev/driver" ] && basename "$(readlink "$dev/driver")" >"$d/driver.name"
 done
 ls -la /sys/class/infiniband >"$cap/sys-class-infiniband.txt" 2>&1
+# What rdma_facts reads per HCA and port (PCI ids, NUMA node, state, rate, link layer, GID table), as files.
+for hca in /sys/class/infiniband/*; do
+    [ -d "$hca" ] || continue
+    h=$sys/sys/class/infiniband/$(basename "$hca")
+    mkdir -p "$h/device"
+    for attr in vendor device subsystem_device numa_node; do
+        [ -r "$hca/device/$attr" ] && cat "$hca/device/$attr" >"$h/device/$attr" 2>/dev/null
+    done
+    readlink -f "$hca/device" >"$h/device.path" 2>/dev/null
+    for f in node_type fw_ver hca_type board_id; do
+        [ -r "$hca/$f" ] && cat "$hca/$f" >"$h/$f" 2>/dev/null
+    done
+    for port in "$hca"/ports/*; do
+        p=$h/ports/$(basename "$port")
+        mkdir -p "$p/gids" "$p/gid_attrs/types" "$p/gid_attrs/ndevs"
+        for attr in state phys_state rate link_layer; do
+            cat "$port/$attr" >"$p/$attr" 2>/dev/null
+        done
+        for gid in "$port"/gids/*; do
+            i=$(basename "$gid")
+            cat "$gid" >"$p/gids/$i" 2>/dev/null
+            cat "$port/gid_attrs/types/$i" >"$p/gid_attrs/types/$i" 2>/dev/null
+            cat "$port/gid_attrs/ndevs/$i" >"$p/gid_attrs/ndevs/$i" 2>/dev/null
+        done
+    done
+done
+
+# The fabric stack: verbs devices, UCX's build and transports, Open MPI's paths, GPUDirect RDMA's prerequisites,
+# and the compute processes the driver rollout refuses to interrupt.
+run ibv-devinfo-v ibv_devinfo -v
+run ibstat ibstat
+run ucx-info-v ucx_info -v
+run ucx-info-d ucx_info -d
+run ucx-info-b ucx_info -b
+run ompi-info-version ompi_info --version
+run ompi-info-path ompi_info --path all
+run kallsyms-peer-memory grep -E 'ib_register_peer_memory_client|dma_buf_dynamic_attach' /proc/kallsyms
+run lsmod-nvidia sh -c 'lsmod | grep -E "^(nvidia|nvidia_peermem|nvidia_uvm|gdrdrv|ib_core|mlx5_core)\b"'
+run modinfo-nvidia-license modinfo -F license nvidia
+run compute-apps nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader
 
 if python3 -c 'import ansible' 2>/dev/null; then
     cd "$work"  # no ansible.cfg from the current directory
@@ -83,7 +126,7 @@ fi
 
 if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
     ngpu=$(python3 -c 'import torch; print(torch.cuda.device_count())')
-    run ddp-nccl python3 -m torch.distributed.run --standalone --nproc_per_node="$ngpu" \
+    NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET run ddp-nccl python3 -m torch.distributed.run --standalone --nproc_per_node="$ngpu" \
         "$repo/roles/validate/files/gpufleet_ddp_check.py" --backend nccl --expect-gpus "$ngpu" --size-mb 1024
 else
     echo "python3 has no torch with CUDA: DDP check not run" >"$cap/ddp-skipped.txt"
