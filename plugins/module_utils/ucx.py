@@ -125,8 +125,14 @@ def decide(version_text, devices_text, base_tls=DEFAULT_TLS, operator_tls=None, 
         if added:
             reason = "added %s: listed by ucx_info -d" % ",".join(added)
         else:
+            reasons = []
+            for name in CUDA_TRANSPORTS:
+                if reasons and reasons[-1][1] == absent[name]:
+                    reasons[-1][0].append(name)
+                else:
+                    reasons.append(([name], absent[name]))
             reason = "no CUDA transport added: " + "; ".join(
-                "%s: %s" % (name, absent[name]) for name in CUDA_TRANSPORTS)
+                "%s: %s" % (", ".join(names), why) for names, why in reasons)
     return {
         "found": bool(found),
         "version": version,

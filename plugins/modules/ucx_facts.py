@@ -20,12 +20,12 @@ description:
     every CUDA transport not added it says why (build without CUDA, no GPU visible, no GDRCopy).
   - I(operator_tls) (an explicit UCX_TLS) wins as it stands; so does a I(base_tls) that is an exclusion list
     (C(^...)), C(all), or already names a CUDA transport.
-  - Never fails because UCX is missing: without C(ucx_info) (check mode before the packages exist) the fact
+  - Never fails because UCX is missing; without C(ucx_info) (check mode before the packages exist) the fact
     says so and UCX_TLS is I(base_tls).
 options:
   ucx_info:
     description:
-      - C(ucx_info) binary to run: a name looked up in C(PATH) or a full path, such as HPC-X's
+      - C(ucx_info) binary to run, a name looked up in C(PATH) or a full path, such as HPC-X's
         C(/opt/hpcx/ucx/bin/ucx_info) for that stack's UCX.
     type: str
     default: ucx_info

@@ -67,7 +67,7 @@ def test_debian_builds_have_no_cuda_and_say_why(version, devices):
     assert sorted(facts["cuda_absent"]) == ["cuda_copy", "cuda_ipc", "gdr_copy"]
     assert facts["cuda_absent"]["cuda_copy"].startswith("this UCX build has no CUDA support")
     assert facts["cuda_absent"]["gdr_copy"].startswith("this UCX build has no GDRCopy support")
-    assert facts["reason"].startswith("no CUDA transport added: cuda_copy: this UCX build has no CUDA support")
+    assert facts["reason"].startswith("no CUDA transport added: cuda_copy, cuda_ipc: this UCX build has no CUDA support")
     assert facts["built_with_cuda"] is None
 
 
