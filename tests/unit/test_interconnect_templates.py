@@ -46,7 +46,7 @@ def ucx_fact(version="debian13-ucx-1.18.1-v.txt", devices="debian13-ucx-1.18.1-d
     return ucx.decide(fixture_parts("ucx", version)[1], fixture_parts("ucx", devices)[1], **kwargs)
 
 
-def node_vars(rdma, **variables):
+def node_vars(gpufleet_rdma, **variables):
     defaults = role_defaults()
     values = dict(
         ansible_managed="Ansible managed", inventory_hostname="node1",
@@ -55,7 +55,7 @@ def node_vars(rdma, **variables):
         interconnect_nccl_socket_ifname_fallback=defaults["interconnect_nccl_socket_ifname_fallback"],
         interconnect_nccl_settings={}, interconnect_cluster_network="",
         interconnect_fabric_env_path=defaults["interconnect_fabric_env_path"],
-        gpufleet_rdma=rdma, gpufleet_ucx=ucx_fact(), gpufleet_gpudirect={"method": "none", "nccl_dmabuf": False})
+        gpufleet_rdma=gpufleet_rdma, gpufleet_ucx=ucx_fact(), gpufleet_gpudirect={"method": "none", "nccl_dmabuf": False})
     values.update(variables)
     return values
 
@@ -70,7 +70,15 @@ def computed(values):
     return Templar(loader=loader, variables=variables).template(task["ansible.builtin.set_fact"])
 
 
+FABRIC_TEMPLATES = ("nccl.conf.j2", "ucx.conf.j2", "fabric.env.j2")
+
+
 def render(name, **variables):
+    """Render one template; for the three fabric files given only facts (gpufleet_rdma, ...), the node's other
+    variables come from the role's defaults and the settings from the role's set_fact task."""
+    if name in FABRIC_TEMPLATES and "__interconnect_nccl_env" not in variables:
+        variables = node_vars(**variables)
+        variables.update(computed(variables))
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), trim_blocks=True,
                              undefined=jinja2.StrictUndefined)
     env.filters["comment"] = comment
@@ -78,9 +86,7 @@ def render(name, **variables):
 
 
 def node_files(rdma, **variables):
-    values = node_vars(rdma, **variables)
-    values.update(computed(values))
-    return {name: render(name + ".j2", **values) for name in ("nccl.conf", "ucx.conf", "fabric.env")}
+    return {name[:-3]: render(name, gpufleet_rdma=rdma, **variables) for name in FABRIC_TEMPLATES}
 
 
 def lines(text):
