@@ -22,6 +22,28 @@ ROCE_V2 = "RoCE v2"
 # An IPv4-mapped GID (::ffff:a.b.c.d) as the kernel prints it in ports/<n>/gids/<i>.
 IPV4_MAPPED_PREFIX = "0000:0000:0000:0000:0000:ffff:"
 ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
+MELLANOX_VENDOR = "0x15b3"
+# PCI device ids of the mlx5 family, named as the kernel's mlx5_core_pci_table names them
+# (drivers/net/ethernet/mellanox/mlx5/core/main.c).
+MLX5_MODELS = {
+    "0x1013": "ConnectX-4",
+    "0x1015": "ConnectX-4 Lx",
+    "0x1017": "ConnectX-5",
+    "0x1019": "ConnectX-5 Ex",
+    "0x101b": "ConnectX-6",
+    "0x101d": "ConnectX-6 Dx",
+    "0x101e": "ConnectX Family mlx5Gen Virtual Function",
+    "0x101f": "ConnectX-6 Lx",
+    "0x1021": "ConnectX-7",
+    "0x1023": "ConnectX-8",
+    "0xa2d2": "BlueField (integrated ConnectX-5)",
+    "0xa2d6": "BlueField-2 (integrated ConnectX-6 Dx)",
+    "0xa2dc": "BlueField-3 (integrated ConnectX-7)",
+    "0xa2df": "BlueField-4 (integrated ConnectX-8)",
+}
+# BlueField DPUs: on NVSwitch systems such as DGX B200 they carry storage and in-band management next to the
+# ConnectX compute HCAs. Where BlueField-3 SuperNICs are the compute fabric (Spectrum-X), pass [] instead.
+MANAGEMENT_DEVICE_IDS = ("0xa2d2", "0xa2d6", "0xa2dc", "0xa2df")
 
 
 def _sorted_numeric(names):
@@ -61,10 +83,21 @@ def roce_v2_ipv4_gid_index(gids):
     return None
 
 
+def _pci_id(value):
+    value = (value or "").strip().lower()
+    return value or None
+
+
 def gather(root="/"):
-    """Read every RDMA device under <root>/sys/class/infiniband, with each port's GID table summary."""
+    """Read every RDMA device under <root>/sys/class/infiniband, with each port's GID table summary and the
+    PCI vendor/device id (``device/vendor``, ``device/device``) and the model name that id stands for."""
     hcas = sysfs.read_infiniband(root)
     for hca in hcas:
+        device_dir = sysfs._path(root, "sys/class/infiniband", hca["name"], "device")
+        hca["pci_vendor_id"] = _pci_id(sysfs.read_text(os.path.join(device_dir, "vendor")))
+        hca["pci_device_id"] = _pci_id(sysfs.read_text(os.path.join(device_dir, "device")))
+        hca["model"] = (MLX5_MODELS.get(hca["pci_device_id"])
+                        if hca["pci_vendor_id"] == MELLANOX_VENDOR else None)
         for port in hca["ports"]:
             gids = read_gid_table(root, hca["name"], port["port"])
             port["roce_v2_ipv4_gid_index"] = roce_v2_ipv4_gid_index(gids)
@@ -78,6 +111,29 @@ def select(hcas, exclude=None):
     """Split the HCAs into those the configuration names and those left out by name."""
     exclude = set(exclude or [])
     return [h for h in hcas if h["name"] not in exclude], [h for h in hcas if h["name"] in exclude]
+
+
+def split_management(hcas, names=None, device_ids=MANAGEMENT_DEVICE_IDS):
+    """Split HCAs into compute HCAs and management/storage ones (BlueField DPUs by PCI device id, or named).
+
+    Each management HCA gets ``role: management`` and a ``role_reason``; each compute one ``role: compute``.
+    """
+    names = set(names or [])
+    ids = set(_pci_id(i) for i in (device_ids or []))
+    compute, management = [], []
+    for hca in hcas:
+        if hca["name"] in names:
+            hca["role"], hca["role_reason"] = "management", "named in management_hcas"
+            management.append(hca)
+        elif hca.get("pci_device_id") in ids:
+            hca["role"] = "management"
+            hca["role_reason"] = "PCI device %s (%s) is in management_device_ids" % (
+                hca["pci_device_id"], hca.get("model") or "unknown model")
+            management.append(hca)
+        else:
+            hca["role"], hca["role_reason"] = "compute", None
+            compute.append(hca)
+    return compute, management
 
 
 def summarize(hcas, default_gid_index=3):

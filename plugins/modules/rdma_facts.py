@@ -51,6 +51,24 @@ options:
       - Link layer every selected port must have.
     type: str
     choices: [InfiniBand, Ethernet]
+  management_hcas:
+    description:
+      - HCA names that carry storage or in-band management rather than training traffic. They are left out of
+        the selection (and so of NCCL_IB_HCA, UCX_NET_DEVICES and the checks) and reported under
+        C(management_hcas).
+    type: list
+    elements: str
+    default: []
+  management_device_ids:
+    description:
+      - PCI device ids (C(device/device) in sysfs) of HCAs treated as management/storage HCAs. The default
+        lists the BlueField DPUs (C(0xa2d2) BlueField, C(0xa2d6) BlueField-2, C(0xa2dc) BlueField-3,
+        C(0xa2df) BlueField-4), which on NVSwitch systems such as DGX B200 carry storage and in-band
+        management next to the ConnectX-7 (C(0x1021)) compute HCAs. Set C([]) where BlueField-3 SuperNICs
+        are the compute fabric.
+    type: list
+    elements: str
+    default: ["0xa2d2", "0xa2d6", "0xa2dc", "0xa2df"]
   default_gid_index:
     description:
       - GID index reported for RoCE ports when no RoCE v2 IPv4 GID is populated yet (the interface has
@@ -73,6 +91,10 @@ EXAMPLES = r"""
     expect_state: ACTIVE
     min_rate_gbps: 400
     link_layer: InfiniBand
+
+- name: Keep a ConnectX-7 storage NIC out of NCCL/UCX as well as the BlueField DPUs
+  gpufleet.cluster.rdma_facts:
+    management_hcas: [mlx5_8]
 
 - name: Check the RoCE rails, leaving out the storage NIC
   gpufleet.cluster.rdma_facts:
@@ -100,6 +122,11 @@ ansible_facts:
               pci_address: "0000:1a:00.0"
               numa_node: 0
               netdevs: [ibp26s0]
+              pci_vendor_id: "0x15b3"
+              pci_device_id: "0x1021"
+              model: ConnectX-7
+              role: compute
+              role_reason: null
               ports:
                 - {port: 1, name: "mlx5_0:1", state: ACTIVE, phys_state: LinkUp, rate_gbps: 400.0,
                    rate: "400 Gb/sec (4X NDR)", link_layer: InfiniBand, netdev: null, roce_v2_ipv4_gid_index: null}
@@ -107,6 +134,15 @@ ansible_facts:
           description: Names of HCAs found but left out by I(exclude_hcas).
           type: list
           elements: str
+        management:
+          description: Names of the management/storage HCAs (I(management_hcas), I(management_device_ids)).
+          type: list
+          elements: str
+          sample: [mlx5_2]
+        management_hcas:
+          description: The management/storage HCAs, with their ports and C(role_reason); not in C(hcas).
+          type: list
+          elements: dict
         hca_count:
           description: Number of selected HCAs.
           type: int
@@ -156,9 +192,13 @@ def run(params):
     """Return (facts, problems) for the module parameters (pure except for sysfs reads)."""
     found = rdma.gather(params["sysfs_root"])
     selected, excluded = rdma.select(found, params["exclude_hcas"])
+    selected, management = rdma.split_management(
+        selected, params.get("management_hcas"), params.get("management_device_ids", rdma.MANAGEMENT_DEVICE_IDS))
     facts = rdma.summarize(selected, default_gid_index=params["default_gid_index"])
     facts["hcas"] = selected
     facts["excluded"] = [h["name"] for h in excluded]
+    facts["management"] = [h["name"] for h in management]
+    facts["management_hcas"] = management
     problems = rdma.check(
         selected,
         expect_hcas=params["expect_hcas"],
@@ -179,6 +219,8 @@ def main():
             min_rate_gbps=dict(type="float"),
             link_layer=dict(type="str", choices=list(rdma.LINK_LAYERS)),
             default_gid_index=dict(type="int", default=3),
+            management_hcas=dict(type="list", elements="str", default=[]),
+            management_device_ids=dict(type="list", elements="str", default=list(rdma.MANAGEMENT_DEVICE_IDS)),
         ),
         supports_check_mode=True,
     )

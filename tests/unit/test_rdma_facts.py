@@ -2,7 +2,8 @@
 
 Trees: `ib_ndr_active` (one ConnectX-7 port, ACTIVE, 400 Gb/sec (4X NDR), InfiniBand), `roce_active`
 (one ConnectX-6 Dx port, ACTIVE, 100 Gb/sec (4X EDR), Ethernet, with its GID table) and `ib_port_down`
-(the NDR HCA plus a second one whose port is DOWN/Disabled).
+(the NDR HCA plus a second one whose port is DOWN/Disabled), `nvswitch_cx7_bf3` (two ConnectX-7 compute
+HCAs and a BlueField-3 DPU carrying storage/management, laid out for the management-HCA split).
 """
 import json
 import os
@@ -20,6 +21,7 @@ SYSFS = os.path.join(FIXTURES, "sysfs")
 IB = os.path.join(SYSFS, "ib_ndr_active")
 ROCE = os.path.join(SYSFS, "roce_active")
 DOWN = os.path.join(SYSFS, "ib_port_down")
+BF3 = os.path.join(SYSFS, "nvswitch_cx7_bf3")
 
 
 def params(root, **overrides):
@@ -164,3 +166,48 @@ def test_module_rejects_an_unknown_link_layer(capsys):
     result = run_main(capsys, {"sysfs_root": IB, "link_layer": "Omni-Path"})
     assert result["failed"]
     assert "link_layer" in result["msg"]
+
+
+def test_pci_ids_and_models_are_read():
+    hcas = rdma.gather(IB)
+    assert (hcas[0]["pci_vendor_id"], hcas[0]["pci_device_id"], hcas[0]["model"]) == (
+        "0x15b3", "0x1021", "ConnectX-7")
+    assert rdma.gather(ROCE)[0]["model"] == "ConnectX-6 Dx"
+    assert [h["model"] for h in rdma.gather(BF3)] == [
+        "ConnectX-7", "ConnectX-7", "BlueField-3 (integrated ConnectX-7)"]
+
+
+def test_bluefield_dpu_is_kept_out_of_nccl_and_ucx():
+    facts, problems = rdma_facts.run(params(BF3, expect_hcas=2, expect_state="ACTIVE", link_layer="InfiniBand"))
+    # the DPU's Ethernet port would miss the InfiniBand expectation if it were still selected
+    assert problems == []
+    assert facts["management"] == ["mlx5_2"]
+    mgmt = facts["management_hcas"][0]
+    assert (mgmt["pci_address"], mgmt["role"]) == ("0000:9b:00.0", "management")
+    assert mgmt["role_reason"] == ("PCI device 0xa2dc (BlueField-3 (integrated ConnectX-7)) is in "
+                                   "management_device_ids")
+    assert [h["name"] for h in facts["hcas"]] == ["mlx5_0", "mlx5_1"]
+    assert [h["role"] for h in facts["hcas"]] == ["compute", "compute"]
+    assert facts["nccl_ib_hca"] == "=mlx5_0:1,mlx5_1:1"
+    assert facts["ports"] == ["mlx5_0:1", "mlx5_1:1"]
+    assert facts["hca_count"] == 2 and not facts["roce"]
+    assert facts["excluded"] == []
+
+
+def test_operator_lists_override_the_device_ids():
+    # A Spectrum-X node whose BlueField-3 SuperNICs are the compute fabric: no device id is management.
+    facts, _ = rdma_facts.run(params(BF3, management_device_ids=[]))
+    assert facts["management"] == [] and facts["hca_count"] == 3
+    assert facts["roce"] and facts["infiniband"]
+    # A ConnectX-7 kept for storage by name, on top of the DPU.
+    facts, _ = rdma_facts.run(params(BF3, management_hcas=["mlx5_1"]))
+    assert facts["management"] == ["mlx5_1", "mlx5_2"]
+    assert facts["management_hcas"][0]["role_reason"] == "named in management_hcas"
+    assert facts["nccl_ib_hca"] == "=mlx5_0:1"
+
+
+def test_module_reports_management_hcas(capsys):
+    result = run_main(capsys, {"sysfs_root": BF3})
+    fact = result["ansible_facts"]["gpufleet_rdma"]
+    assert fact["management"] == ["mlx5_2"]
+    assert fact["management_hcas"][0]["ports"][0]["netdev"] == "enp155s0f0np0"
