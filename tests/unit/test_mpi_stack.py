@@ -3,15 +3,22 @@
 The Debian 12 / 13 files were captured in the node images (tests/fixtures/openmpi/, tests/fixtures/ucx-build/);
 the UCX 1.11.1 and 1.17.0 `ucx_info -v` lines were published in public issue threads (their headers name them).
 """
+import os
+import re
+import subprocess
+
+import jinja2
 import pytest
 from ansible.errors import AnsibleFilterError
+from ansible.plugins.filter.core import comment
 
 from ansible_collections.gpufleet.cluster.plugins.filter.mpi_stack import FilterModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mpi_stack
 
-from conftest import fixture_parts
+from conftest import ROOT, fixture_parts
 
 FILTERS = FilterModule().filters()
+TEMPLATES = os.path.join(ROOT, "roles", "interconnect", "templates")
 
 
 def body(subdir, name):
@@ -154,3 +161,53 @@ def test_filters_turn_value_errors_into_filter_errors():
         FILTERS["ucx_config_dir"]("")
     assert set(FILTERS) == {"ompi_path", "ompi_version", "ucx_build", "ucx_config_dir", "mpi_stack_layout",
                             "mpi_stack_env"}
+
+
+# ---- the profile script (templates/gpufleet-mpi.sh.j2), rendered and sourced by /bin/sh ----------------------
+def render_profile(stack, layout, hpcx_dir="/opt/hpcx"):
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), trim_blocks=True,
+                             undefined=jinja2.StrictUndefined)
+    env.filters["comment"] = comment
+    env.filters["regex_replace"] = lambda value, pattern, repl: re.sub(pattern, repl, value)
+    return env.get_template("gpufleet-mpi.sh.j2").render(
+        ansible_managed="Ansible managed", interconnect_stack=stack, interconnect_hpcx_dir=hpcx_dir,
+        __interconnect_stack_layout=layout)
+
+
+def source(script, tmp_path, shell_cmd, path="/usr/bin:/bin"):
+    target = tmp_path / "gpufleet-mpi.sh"
+    target.write_text(script)
+    result = subprocess.run(["/bin/sh", "-c", ". %s; %s" % (target, shell_cmd)], env={"PATH": path},
+                            capture_output=True, text=True, check=True)
+    return result.stdout.splitlines()
+
+
+def test_profile_puts_hpcx_first_and_sets_its_prefix(tmp_path):
+    layout = mpi_stack.stack_layout("hpcx", "/opt/hpcx")
+    out = source(render_profile("hpcx", layout), tmp_path,
+                 'echo "$PATH"; echo "$LD_LIBRARY_PATH"; echo "$OPAL_PREFIX"; echo "$MPI_HOME"; echo "$HPCX_HOME"')
+    assert out[0] == ":".join(layout["bin_dirs"]) + ":/usr/bin:/bin"
+    assert out[1] == ":".join(layout["lib_dirs"])
+    assert out[2:] == ["/opt/hpcx/ompi", "/opt/hpcx/ompi", "/opt/hpcx"]
+
+
+def test_profile_sourced_twice_adds_nothing_twice(tmp_path):
+    layout = mpi_stack.stack_layout("hpcx", "/opt/hpcx")
+    target = tmp_path / "p.sh"
+    target.write_text(render_profile("hpcx", layout))
+    twice = source(render_profile("hpcx", layout), tmp_path, '. %s; echo "$PATH"; echo "$LD_LIBRARY_PATH"' % target)
+    assert twice[0].split(":").count("/opt/hpcx/ompi/bin") == 1
+    assert twice[1].split(":").count("/opt/hpcx/ompi/lib") == 1
+
+
+def test_profile_makes_the_stack_ompi_info_win_over_usr_bin(tmp_path):
+    # Stand-in executables (links to /bin/true) named ompi_info in a "system" and a "stack" bin directory: this
+    # checks the PATH order the script produces, not Open MPI.
+    system, stack = tmp_path / "usr-bin", tmp_path / "doca" / "openmpi-4.1.7" / "bin"
+    for directory in (system, stack):
+        directory.mkdir(parents=True)
+        os.symlink("/bin/true", str(directory / "ompi_info"))
+    layout = mpi_stack.stack_layout("doca", doca_mpi_dirs=[str(stack.parent)])
+    out = source(render_profile("doca", layout), tmp_path, 'command -v ompi_info; echo "${OPAL_PREFIX:-unset}"',
+                 path="%s:/bin" % system)
+    assert out == [str(stack / "ompi_info"), "unset"]
