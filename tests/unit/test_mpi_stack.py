@@ -1,0 +1,213 @@
+"""mpi_stack: the stack's sysconfdir, UCX config directory, version and environment, on captured tool output.
+
+The Debian 12 / 13 files were captured in the node images (tests/fixtures/openmpi/, tests/fixtures/ucx-build/);
+the UCX 1.11.1 and 1.17.0 `ucx_info -v` lines were published in public issue threads (their headers name them).
+"""
+import os
+import re
+import subprocess
+
+import jinja2
+import pytest
+from ansible.errors import AnsibleFilterError
+from ansible.plugins.filter.core import comment
+
+from ansible_collections.gpufleet.cluster.plugins.filter.mpi_stack import FilterModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils import mpi_stack
+
+from conftest import ROOT, fixture_parts
+
+FILTERS = FilterModule().filters()
+TEMPLATES = os.path.join(ROOT, "roles", "interconnect", "templates")
+
+
+def body(subdir, name):
+    return fixture_parts(subdir, name)[1]
+
+
+@pytest.mark.parametrize("name", [
+    "ompi_info-path-sysconfdir-5.0.7-debian13.txt",
+    "ompi_info-path-sysconfdir-parsable-5.0.7-debian13.txt",
+    "ompi_info-path-sysconfdir-4.1.4-debian12.txt",
+    "ompi_info-path-sysconfdir-parsable-4.1.4-debian12.txt",
+])
+def test_os_sysconfdir_is_etc_openmpi(name):
+    assert mpi_stack.ompi_path(body("openmpi", name)) == "/etc/openmpi"
+
+
+def test_sysconfdir_of_a_relocated_prefix():
+    # The same line shape with another prefix: the parser returns what the tool printed, not a default.
+    text = body("openmpi", "ompi_info-path-sysconfdir-parsable-4.1.4-debian12.txt").replace("/etc/openmpi",
+                                                                                          "/opt/hpcx/ompi/etc")
+    assert mpi_stack.ompi_path(text) == "/opt/hpcx/ompi/etc"
+
+
+@pytest.mark.parametrize("text", ["", "ompi_info: Error: unknown path name\n", "Open MPI v5.0.7\n", None])
+def test_sysconfdir_missing_is_an_error(text):
+    with pytest.raises(ValueError, match="printed no sysconfdir"):
+        mpi_stack.ompi_path(text)
+
+
+@pytest.mark.parametrize("name, version", [
+    ("ompi_info-version-5.0.7-debian13.txt", "5.0.7"),
+    ("ompi_info-version-4.1.4-debian12.txt", "4.1.4"),
+])
+def test_ompi_version(name, version):
+    assert mpi_stack.ompi_version(body("openmpi", name)) == version
+
+
+def test_ompi_version_missing():
+    with pytest.raises(ValueError, match="no Open MPI version"):
+        mpi_stack.ompi_version("bash: ompi_info: command not found\n")
+
+
+@pytest.mark.parametrize("name, version, library, prefix, sysconfdir", [
+    ("ucx_info-v-1.18.1-debian13.txt", "1.18.1", "/lib/x86_64-linux-gnu/libucs.so.0", "/usr", "/etc"),
+    ("ucx_info-v-1.13.1-debian12.txt", "1.13.1", None, "/usr", "/etc"),
+    ("ucx_info-v-1.11.1-centos7.txt", "1.11.1", None, "/usr", "/etc"),
+    ("ucx_info-v-1.17.0-prefix-build.txt", "1.17.0", "${HOME}/itoyori/ucx/myinstall/lib/libucs.so.0",
+     "${HOME}/itoyori/ucx/myinstall", "${HOME}/itoyori/ucx/myinstall/etc"),
+])
+def test_ucx_build(name, version, library, prefix, sysconfdir):
+    build = mpi_stack.ucx_build(body("ucx-build", name))
+    assert (build["version"], build["library_path"], build["prefix"], build["sysconfdir"]) == (
+        version, library, prefix, sysconfdir)
+    assert build["config_dir"] == sysconfdir + "/ucx"
+    assert build["configure_flags"][-1].startswith("--")
+
+
+@pytest.mark.parametrize("name", ["ucx_info-v-1.18.1-debian13.txt", "ucx_info-v-1.13.1-debian12.txt"])
+def test_os_ucx_reads_etc_ucx(name):
+    assert mpi_stack.ucx_config_dir(body("ucx-build", name)) == "/etc/ucx"
+
+
+def test_relocated_ucx_1_18_reads_next_to_its_library():
+    # Checked in the trixie image: libucs is in /lib/x86_64-linux-gnu and a ucx.conf in /lib/etc/ucx/ (merged /usr:
+    # /usr/lib/etc/ucx/) is read.
+    text = body("ucx-build", "ucx_info-v-1.18.1-debian13.txt")
+    assert mpi_stack.ucx_config_dir(text, configured_dir_usable=False) == "/lib/etc/ucx"
+
+
+def test_relocated_ucx_1_13_reads_etc_next_to_its_library():
+    # 1.13 prints no library path; the stack's UCX lib directory stands in. Its file is <libdir>/../etc/ucx.conf
+    # (checked in the bookworm image: /usr/lib/etc/ucx.conf is read).
+    text = body("ucx-build", "ucx_info-v-1.13.1-debian12.txt")
+    assert mpi_stack.ucx_config_dir(text, False, "/opt/hpcx/ucx/lib") == "/opt/hpcx/ucx/etc"
+
+
+def test_relocated_1_17_without_a_usable_library_path_needs_the_lib_dir():
+    text = body("ucx-build", "ucx_info-v-1.17.0-prefix-build.txt")
+    with pytest.raises(ValueError, match="library directory is unknown"):
+        mpi_stack.ucx_config_dir(text, False)
+    hpcx = text.replace("${HOME}/itoyori/ucx/myinstall", "/opt/hpcx/ucx")
+    assert mpi_stack.ucx_config_dir(hpcx, False) == "/opt/hpcx/ucx/etc/ucx"
+
+
+def test_ucx_1_11_has_only_its_configured_directory():
+    text = body("ucx-build", "ucx_info-v-1.11.1-centos7.txt")
+    assert mpi_stack.ucx_config_dir(text) == "/etc/ucx"
+    with pytest.raises(ValueError, match="only from its configured directory"):
+        mpi_stack.ucx_config_dir(text, False, "/opt/ucx/lib")
+
+
+def test_ucx_without_a_version_is_an_error():
+    with pytest.raises(ValueError, match="no UCX version"):
+        mpi_stack.ucx_build("bash: ucx_info: command not found\n")
+
+
+def test_os_layout_needs_no_environment():
+    layout = mpi_stack.stack_layout("os")
+    assert (layout["ompi_info"], layout["ucx_info"]) == ("ompi_info", "ucx_info")
+    assert mpi_stack.stack_env(layout) == {}
+
+
+def test_hpcx_layout_and_environment():
+    layout = mpi_stack.stack_layout("hpcx", "/opt/hpcx/")
+    assert layout["ompi_info"] == "/opt/hpcx/ompi/bin/ompi_info"
+    assert layout["ucx_info"] == "/opt/hpcx/ucx/bin/ucx_info"
+    env = mpi_stack.stack_env(layout, "/usr/bin:/bin", "/usr/local/cuda/lib64")
+    path = env["PATH"].split(":")
+    assert path[:2] == ["/opt/hpcx/ompi/bin", "/opt/hpcx/ucx/bin"]
+    assert path.index("/opt/hpcx/ompi/bin") < path.index("/usr/bin")
+    ld = env["LD_LIBRARY_PATH"].split(":")
+    assert {"/opt/hpcx/ompi/lib", "/opt/hpcx/ucx/lib", "/opt/hpcx/nccl_rdma_sharp_plugin/lib"} <= set(ld)
+    assert ld[-1] == "/usr/local/cuda/lib64"
+    assert env["OPAL_PREFIX"] == env["MPI_HOME"] == "/opt/hpcx/ompi"
+
+
+def test_doca_picks_the_newest_openmpi():
+    layout = mpi_stack.stack_layout("doca", doca_mpi_dirs=["/usr/mpi/gcc/openmpi-4.1.5rc2",
+                                                           "/usr/mpi/gcc/openmpi-4.1.7a1"])
+    assert layout["ompi_info"] == "/usr/mpi/gcc/openmpi-4.1.7a1/bin/ompi_info"
+    env = mpi_stack.stack_env(layout)
+    assert env["PATH"].startswith("/usr/mpi/gcc/openmpi-4.1.7a1/bin:")
+    assert "OPAL_PREFIX" not in env and env["MPI_HOME"] == "/usr/mpi/gcc/openmpi-4.1.7a1"
+
+
+def test_doca_without_its_openmpi_is_an_error():
+    with pytest.raises(ValueError, match="no Open MPI under /usr/mpi/gcc"):
+        mpi_stack.stack_layout("doca", doca_mpi_dirs=[])
+
+
+@pytest.mark.parametrize("stack, kwargs", [("mpich", {}), ("hpcx", {"hpcx_dir": "opt/hpcx"})])
+def test_bad_layout_input(stack, kwargs):
+    with pytest.raises(ValueError):
+        mpi_stack.stack_layout(stack, **kwargs)
+
+
+def test_filters_turn_value_errors_into_filter_errors():
+    assert FILTERS["ompi_path"](body("openmpi", "ompi_info-path-sysconfdir-5.0.7-debian13.txt")) == "/etc/openmpi"
+    with pytest.raises(AnsibleFilterError, match="no UCX version"):
+        FILTERS["ucx_config_dir"]("")
+    assert set(FILTERS) == {"ompi_path", "ompi_version", "ucx_build", "ucx_config_dir", "mpi_stack_layout",
+                            "mpi_stack_env"}
+
+
+# ---- the profile script (templates/gpufleet-mpi.sh.j2), rendered and sourced by /bin/sh ----------------------
+def render_profile(stack, layout, hpcx_dir="/opt/hpcx"):
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), trim_blocks=True,
+                             undefined=jinja2.StrictUndefined)
+    env.filters["comment"] = comment
+    env.filters["regex_replace"] = lambda value, pattern, repl: re.sub(pattern, repl, value)
+    return env.get_template("gpufleet-mpi.sh.j2").render(
+        ansible_managed="Ansible managed", interconnect_stack=stack, interconnect_hpcx_dir=hpcx_dir,
+        __interconnect_stack_layout=layout)
+
+
+def source(script, tmp_path, shell_cmd, path="/usr/bin:/bin"):
+    target = tmp_path / "gpufleet-mpi.sh"
+    target.write_text(script)
+    result = subprocess.run(["/bin/sh", "-c", ". %s; %s" % (target, shell_cmd)], env={"PATH": path},
+                            capture_output=True, text=True, check=True)
+    return result.stdout.splitlines()
+
+
+def test_profile_puts_hpcx_first_and_sets_its_prefix(tmp_path):
+    layout = mpi_stack.stack_layout("hpcx", "/opt/hpcx")
+    out = source(render_profile("hpcx", layout), tmp_path,
+                 'echo "$PATH"; echo "$LD_LIBRARY_PATH"; echo "$OPAL_PREFIX"; echo "$MPI_HOME"; echo "$HPCX_HOME"')
+    assert out[0] == ":".join(layout["bin_dirs"]) + ":/usr/bin:/bin"
+    assert out[1] == ":".join(layout["lib_dirs"])
+    assert out[2:] == ["/opt/hpcx/ompi", "/opt/hpcx/ompi", "/opt/hpcx"]
+
+
+def test_profile_sourced_twice_adds_nothing_twice(tmp_path):
+    layout = mpi_stack.stack_layout("hpcx", "/opt/hpcx")
+    target = tmp_path / "p.sh"
+    target.write_text(render_profile("hpcx", layout))
+    twice = source(render_profile("hpcx", layout), tmp_path, '. %s; echo "$PATH"; echo "$LD_LIBRARY_PATH"' % target)
+    assert twice[0].split(":").count("/opt/hpcx/ompi/bin") == 1
+    assert twice[1].split(":").count("/opt/hpcx/ompi/lib") == 1
+
+
+def test_profile_makes_the_stack_ompi_info_win_over_usr_bin(tmp_path):
+    # Stand-in executables (links to /bin/true) named ompi_info in a "system" and a "stack" bin directory: this
+    # checks the PATH order the script produces, not Open MPI.
+    system, stack = tmp_path / "usr-bin", tmp_path / "doca" / "openmpi-4.1.7" / "bin"
+    for directory in (system, stack):
+        directory.mkdir(parents=True)
+        os.symlink("/bin/true", str(directory / "ompi_info"))
+    layout = mpi_stack.stack_layout("doca", doca_mpi_dirs=[str(stack.parent)])
+    out = source(render_profile("doca", layout), tmp_path, 'command -v ompi_info; echo "${OPAL_PREFIX:-unset}"',
+                 path="%s:/bin" % system)
+    assert out == [str(stack / "ompi_info"), "unset"]
