@@ -392,3 +392,75 @@ def fabric_verdict(gpus, nvswitch, gpu_count=None, reason="", error=""):
     if clusters:
         text += ", cluster %s" % "/".join(clusters)
     return result("passed", text)
+
+
+# --query-compute-apps properties as nvidia-smi prints them in a header (--help-query-compute-apps names the
+# aliases: "process_name" or "name", "used_gpu_memory" or "used_memory"), mapped to one key each.
+COMPUTE_APPS_ALIASES = {
+    "name": "process_name",
+    "used_memory": "used_gpu_memory",
+}
+COMPUTE_APPS_HEADER_UNIT = re.compile(r"\s*\[[^\]]*\]\s*$")
+
+
+def _compute_apps_key(field):
+    name = COMPUTE_APPS_HEADER_UNIT.sub("", field.strip()).strip().lower()
+    return COMPUTE_APPS_ALIASES.get(name, name)
+
+
+def parse_compute_apps(csv_text, fields=("pid", "process_name", "used_memory")):
+    """Parse ``nvidia-smi --query-compute-apps=<fields> --format=csv[,noheader]``.
+
+    ``fields`` is the property list the command asked for, in order; a header line (``--format=csv``) takes
+    precedence over it. The process name is what workloads choose (it may hold commas), so it is read
+    outside-in: the columns left of it from the left, the columns right of it from the right.
+
+    Returns a list of dicts, one per compute process in the printed order: pid (int), process_name, used_memory_mib
+    (int, or None where the driver cannot say: ``[N/A]`` on Windows WDDM, ``[Insufficient Permissions]``), and
+    every other asked-for property as printed (gpu_uuid, ...). An empty text (or a header alone) is an idle node.
+
+    Raises ValueError for a line that does not fit, so that output nobody can read never passes as idle.
+    """
+    keys = [_compute_apps_key(field) for field in fields]
+    processes = []
+    for raw in _clean_lines(csv_text):
+        line = raw.strip()
+        if not line:
+            continue
+        pieces = line.split(",")
+        parts = [piece.strip() for piece in pieces]
+        header_keys = [_compute_apps_key(part) for part in parts]
+        if "pid" in header_keys and not any(part.isdigit() for part in parts):
+            keys = header_keys
+            continue
+        if "pid" not in keys:
+            raise ValueError("the query asks for no pid column: %s" % ", ".join(fields))
+        if "process_name" in keys:
+            at = keys.index("process_name")
+            after = len(keys) - at - 1
+            if len(parts) < len(keys):
+                raise ValueError("not a --query-compute-apps line (%s): %r" % (", ".join(keys), line))
+            values = parts[:at] + [",".join(pieces[at:len(pieces) - after]).strip()] + parts[len(parts) - after:]
+        else:
+            values = parts
+        if len(values) != len(keys):
+            raise ValueError("not a --query-compute-apps line (%s): %r" % (", ".join(keys), line))
+        row = dict(zip(keys, values))
+        if not row["pid"].isdigit():
+            raise ValueError("no process id in the --query-compute-apps line %r" % line)
+        process = {"pid": int(row.pop("pid")), "process_name": row.pop("process_name", "")}
+        memory = row.pop("used_gpu_memory", "").split()
+        process["used_memory_mib"] = int(memory[0]) if memory and memory[0].isdigit() else None
+        process.update(row)
+        processes.append(process)
+    return processes
+
+
+def compute_apps_summary(processes):
+    """One line per process for an operator: ``pid 10309 ./gpu_burn 28234 MiB`` (``memory n/a`` when unknown)."""
+    return [
+        "pid %d %s %s" % (
+            process["pid"], process["process_name"] or "(no name)",
+            "%d MiB" % process["used_memory_mib"] if process["used_memory_mib"] is not None else "memory n/a")
+        for process in processes
+    ]
