@@ -134,33 +134,207 @@ def topology_verdict(topology):
     return verdict(PASSED, topo.get("summary") or "", detail)
 
 
-def fabric_verdict(fabric):
-    """Verdict of the ``fabric`` step from the registered ``gpufleet.cluster.rdma_facts`` result.
+# What the inventory's fabric profile (validate_fabric_expect) may hold; exclude_hcas is applied by rdma_facts.
+FABRIC_PROFILE_KEYS = ("expect_hcas", "expect_ports", "min_active_ports", "expect_state", "min_rate_gbps",
+                       "link_layer", "gpudirect", "exclude_hcas")
+# The profile's gpudirect: the method the node must use, or any of the two; "" / none expects nothing.
+GPUDIRECT_EXPECTED = ("dmabuf", "peermem", "any")
+PORT_STATES = ("ACTIVE", "INIT", "ARMED", "DOWN")
+LINK_LAYERS = ("InfiniBand", "Ethernet")
 
-    failed: the module's message (the expectations it found missed); skipped: no InfiniBand/RoCE port;
-    passed: the number of ports and their states. ``detail.ib_ports`` names the HCAs, ``detail.ports`` holds
-    every port as rdma_facts reads it.
+
+def fabric_ports(hcas):
+    """One row per port of the HCAs rdma_facts read: name, hca, port, pci_address, state, phys_state, rate,
+    rate_gbps, link_layer, gid_index (the RoCE v2 IPv4 GID index, RoCE ports only, else None) and netdev (the
+    port's GID netdev, else the HCA's netdevs)."""
+    rows = []
+    for hca in hcas:
+        for port in hca.get("ports") or []:
+            roce = port.get("link_layer") == "Ethernet"
+            rows.append({
+                "name": port.get("name") or "%s:%s" % (hca.get("name"), port.get("port")),
+                "hca": hca.get("name"),
+                "port": port.get("port"),
+                "pci_address": hca.get("pci_address"),
+                "state": port.get("state"),
+                "phys_state": port.get("phys_state"),
+                "rate": port.get("rate"),
+                "rate_gbps": port.get("rate_gbps"),
+                "link_layer": port.get("link_layer"),
+                "gid_index": port.get("roce_v2_ipv4_gid_index") if roce else None,
+                "netdev": port.get("netdev") or (", ".join(hca.get("netdevs") or []) or None),
+            })
+    return rows
+
+
+def gpudirect_state(gpudirect):
+    """What the registered ``gpufleet.cluster.gpudirect_facts`` result says of GPUDirect RDMA on the node:
+    {method, usable, reason, peermem_loaded, kernel, kernel_modules, ofed}.
+
+    ``method`` is dmabuf, peermem or none (None when the module did not run). DMA-BUF is usable when chosen
+    (kernel and open modules allow it); nvidia-peermem only once the module is loaded. A failed module (an
+    explicit interconnect_gpudirect the node cannot honour, nvidia-peermem not installed) is not usable, with
+    the module's message as the reason.
+    """
+    if is_skipped(gpudirect):
+        return {"method": None, "usable": False, "reason": "gpudirect_facts did not run", "peermem_loaded": None,
+                "kernel": None, "kernel_modules": None, "ofed": None}
+    error = module_error(gpudirect)
+    facts = (gpudirect.get("ansible_facts") or {}).get("gpufleet_gpudirect") or gpudirect.get(
+        "gpufleet_gpudirect") or {}
+    method = facts.get("method") or "none"
+    reason = error or one_line(facts.get("reason")) or "no reason given"
+    usable = not error and (method == "dmabuf" or (method == "peermem" and bool(facts.get("peermem_loaded"))))
+    if not error and method == "peermem" and not usable:
+        reason += " nvidia-peermem is not loaded (the interconnect role loads it)."
+    return {"method": method, "usable": usable, "reason": reason, "peermem_loaded": facts.get("peermem_loaded"),
+            "kernel": facts.get("kernel"), "kernel_modules": facts.get("kernel_modules"), "ofed": facts.get("ofed")}
+
+
+def fabric_profile(expect):
+    """The set entries of the fabric profile (None and "" are unset), and one line per entry it cannot read."""
+    profile, problems = {}, []
+    for key, value in sorted((expect or {}).items()):
+        if key not in FABRIC_PROFILE_KEYS:
+            problems.append("unknown fabric profile key %s (known: %s)" % (key, ", ".join(FABRIC_PROFILE_KEYS)))
+            continue
+        if value is None or value == "" or value == [] or key == "exclude_hcas":
+            continue
+        if key in ("expect_hcas", "expect_ports", "min_active_ports", "min_rate_gbps"):
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                problems.append("fabric profile %s must be a number, not %r" % (key, value))
+                continue
+            profile[key] = number if key == "min_rate_gbps" else int(number)
+            continue
+        allowed = {"expect_state": PORT_STATES, "link_layer": LINK_LAYERS,
+                   "gpudirect": GPUDIRECT_EXPECTED + ("none",)}[key]
+        if value not in allowed:
+            problems.append("fabric profile %s must be one of %s, not %r" % (key, ", ".join(allowed), value))
+            continue
+        if not (key == "gpudirect" and value == "none"):
+            profile[key] = value
+    return profile, problems
+
+
+def _port_problem(row, wanted, found):
+    return "%s (%s): expected %s; found %s" % (row["name"], row["pci_address"] or "no PCI address",
+                                               ", ".join(wanted), ", ".join(found))
+
+
+def _names(rows, with_state=False):
+    if not rows:
+        return "none under /sys/class/infiniband"
+    return ", ".join(("%s %s" % (r["name"], r["state"])) if with_state else r["name"] for r in rows)
+
+
+def fabric_problems(hcas, gpudirect, profile):
+    """One line per miss of the profile (``fabric_profile``'s first value) by the HCAs rdma_facts read and the
+    ``gpudirect_state``; empty when every expectation holds. Each port line names the port, its PCI address,
+    what was expected and what it shows. expect_hcas is exact, expect_ports and min_active_ports are floors;
+    with any profile a RoCE port without a RoCE v2 IPv4 GID is a miss (NCCL_IB_GID_INDEX has nothing to name)."""
+    rows = fabric_ports(hcas)
+    problems = []
+    if "expect_hcas" in profile and len(hcas) != profile["expect_hcas"]:
+        problems.append("expected %d RDMA HCA(s), found %d (%s)" % (
+            profile["expect_hcas"], len(hcas),
+            ", ".join(h.get("name") or "?" for h in hcas) or "none under /sys/class/infiniband"))
+    if "expect_ports" in profile and len(rows) < profile["expect_ports"]:
+        problems.append("expected at least %d RDMA port(s), found %d (%s)" % (
+            profile["expect_ports"], len(rows), _names(rows)))
+    active = [r for r in rows if r["state"] == "ACTIVE"]
+    if "min_active_ports" in profile and len(active) < profile["min_active_ports"]:
+        problems.append("expected at least %d ACTIVE port(s), found %d (%s)" % (
+            profile["min_active_ports"], len(active), _names(rows, with_state=True)))
+    port_keys = [k for k in ("expect_state", "min_rate_gbps", "link_layer") if k in profile]
+    if port_keys and not rows and not set(profile) & {"expect_hcas", "expect_ports", "min_active_ports"}:
+        problems.append("expected RDMA ports with %s, found none under /sys/class/infiniband" % ", ".join(port_keys))
+    for row in rows:
+        wanted, found = [], []
+        if "expect_state" in profile and row["state"] != profile["expect_state"]:
+            wanted.append("state %s" % profile["expect_state"])
+            found.append("state %s (phys %s)" % (row["state"], row["phys_state"]))
+        rate = row["rate_gbps"]
+        if "min_rate_gbps" in profile and (rate is None or rate < profile["min_rate_gbps"]):
+            wanted.append("rate >= %g Gb/s" % profile["min_rate_gbps"])
+            found.append("rate %s" % (row["rate"] or "unknown"))
+        if "link_layer" in profile and row["link_layer"] != profile["link_layer"]:
+            wanted.append("link layer %s" % profile["link_layer"])
+            found.append("link layer %s" % row["link_layer"])
+        if profile and row["link_layer"] == "Ethernet" and row["gid_index"] is None:
+            wanted.append("a RoCE v2 GID with an IPv4 address (NCCL_IB_GID_INDEX)")
+            found.append("none in the GID table (netdev %s has no IPv4 address?)" % (row["netdev"] or "unknown"))
+        if wanted:
+            problems.append(_port_problem(row, wanted, found))
+    expected = profile.get("gpudirect")
+    if expected:
+        method = gpudirect["method"] or "unknown"
+        if not gpudirect["usable"] or (expected != "any" and method != expected):
+            problems.append("GPUDirect RDMA: expected %s; found %s%s: %s" % (
+                "dmabuf or peermem" if expected == "any" else expected, method,
+                "" if gpudirect["usable"] else " (not usable)", gpudirect["reason"]))
+    return problems
+
+
+def _fabric_summary(hcas, rows, gpudirect):
+    if not rows:
+        found = ("no InfiniBand/RoCE port on %s" % ", ".join(h.get("name") or "?" for h in hcas)) if hcas \
+            else "no InfiniBand/RoCE HCA"
+    else:
+        def counted(values):
+            seen = []
+            for value in values:
+                if value not in seen:
+                    seen.append(value)
+            return ", ".join("%s %d" % (v, values.count(v)) if len(seen) > 1 else str(v) for v in seen)
+        found = "%d port(s) on %d HCA(s): %s; %s; %s" % (
+            len(rows), len(hcas), counted([r["state"] for r in rows]),
+            counted(["%g Gb/s" % r["rate_gbps"] if r["rate_gbps"] is not None else "rate unknown" for r in rows]),
+            counted([r["link_layer"] for r in rows]))
+        no_gid = [r["name"] for r in rows if r["link_layer"] == "Ethernet" and r["gid_index"] is None]
+        if no_gid:
+            found += "; no RoCE v2 IPv4 GID on %s" % ", ".join(no_gid)
+    if gpudirect["method"] is None:
+        return found + "; GPUDirect RDMA not read (%s)" % gpudirect["reason"]
+    return found + "; GPUDirect RDMA %s (%s): %s" % (
+        gpudirect["method"], "usable" if gpudirect["usable"] else "not usable", gpudirect["reason"])
+
+
+def fabric_verdict(fabric, gpudirect=None, expect=None):
+    """Verdict of the ``fabric`` step from the registered ``gpufleet.cluster.rdma_facts`` result (read without
+    expectations), the registered ``gpufleet.cluster.gpudirect_facts`` result and the fabric profile
+    (``validate_fabric_expect``: expect_hcas, expect_ports, min_active_ports, expect_state, min_rate_gbps,
+    link_layer, gpudirect, exclude_hcas).
+
+    failed: one line per miss of the profile (``fabric_problems``), an unreadable profile, or the module's
+    error; skipped: no profile, with what was found (nothing was checked), or rdma_facts did not run; passed:
+    the profile holds. ``detail``: ib_ports (HCA names), ports (``fabric_ports`` rows), gpudirect
+    (``gpudirect_state``), profile (the set entries), problems.
     """
     ran = not is_skipped(fabric)
     fabric = fabric or {}
-    hcas = ((fabric.get("ansible_facts") or {}).get("gpufleet_rdma") or {}).get("hcas") or []
-    ports = [port for hca in hcas for port in (hca.get("ports") or [])]
-    detail = {"ib_ports": [hca.get("name") for hca in hcas], "ports": ports}
+    rdma = (fabric.get("ansible_facts") or {}).get("gpufleet_rdma") or {}
+    hcas = rdma.get("hcas") or []
+    rows = fabric_ports(hcas)
+    state = gpudirect_state(gpudirect)
+    profile, profile_problems = fabric_profile(expect)
+    detail = {"ib_ports": [hca.get("name") for hca in hcas], "ports": rows, "excluded": rdma.get("excluded") or [],
+              "gpudirect": state, "profile": profile, "problems": []}
     if not ran:
         return verdict(SKIPPED, "rdma_facts did not run", detail)
     error = module_error(fabric)
     if error:
         return verdict(FAILED, error, detail)
-    if not ports:
-        if hcas:
-            return verdict(SKIPPED, "no InfiniBand/RoCE port on %s" % ", ".join(detail["ib_ports"]), detail)
-        return verdict(SKIPPED, "no InfiniBand/RoCE HCA", detail)
-    states = []
-    for port in ports:
-        state = port.get("state")
-        if state not in states:
-            states.append(state)
-    return verdict(PASSED, "%d port(s): %s" % (len(ports), ", ".join(str(s) for s in states)), detail)
+    detail["problems"] = profile_problems + fabric_problems(hcas, state, profile)
+    if detail["problems"]:
+        return verdict(FAILED, "; ".join(detail["problems"]), detail)
+    summary = _fabric_summary(hcas, rows, state)
+    if not profile:
+        return verdict(SKIPPED, "no fabric profile (gpufleet_fabric_expect), nothing checked; found " + summary,
+                       detail)
+    return verdict(PASSED, "profile met (%s); found %s" % (
+        ", ".join("%s=%s" % (k, v) for k, v in sorted(profile.items())), summary), detail)
 
 
 def image_record(slurped):

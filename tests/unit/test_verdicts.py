@@ -145,14 +145,21 @@ NO_HCA = rdma_result(os.path.join(SYSFS, "h200_vm"))
 PORTLESS = {"changed": False, "failed": False, "problems": [],
             "ansible_facts": {"gpufleet_rdma": {"hcas": [{"name": "mlx5_0", "ports": []}]}}}
 
+NOT_READ = "GPUDirect RDMA not read (gpudirect_facts did not run)"
+UNCHECKED = "no fabric profile (gpufleet_fabric_expect), nothing checked; found "
+# More fabric cases, with profiles and gpudirect_facts results: test_fabric_verdict.py.
 FABRIC_CASES = [
-    ("one active NDR port passes", IB, "passed", "1 port(s): ACTIVE"),
-    ("one active RoCE port passes", ROCE, "passed", "1 port(s): ACTIVE"),
-    ("a down port without expectations passes, states listed once each", DOWN, "passed", "2 port(s): ACTIVE, DOWN"),
-    ("missed expectations fail on one line", DOWN_EXPECTED_ACTIVE, "failed",
+    ("one active NDR port without a profile is skipped, found listed", IB, "skipped",
+     UNCHECKED + "1 port(s) on 1 HCA(s): ACTIVE; 400 Gb/s; InfiniBand; " + NOT_READ),
+    ("one active RoCE port without a profile is skipped, found listed", ROCE, "skipped",
+     UNCHECKED + "1 port(s) on 1 HCA(s): ACTIVE; 100 Gb/s; Ethernet; " + NOT_READ),
+    ("a down port without a profile is skipped, states counted", DOWN, "skipped",
+     UNCHECKED + "2 port(s) on 2 HCA(s): ACTIVE 1, DOWN 1; 400 Gb/s; InfiniBand; " + NOT_READ),
+    ("expectations rdma_facts itself missed fail on one line", DOWN_EXPECTED_ACTIVE, "failed",
      "RDMA expectations not met: " + "; ".join(DOWN_EXPECTED_ACTIVE["problems"])),
-    ("no HCA is skipped", NO_HCA, "skipped", "no InfiniBand/RoCE HCA"),
-    ("an HCA without ports is skipped, named", PORTLESS, "skipped", "no InfiniBand/RoCE port on mlx5_0"),
+    ("no HCA is skipped", NO_HCA, "skipped", UNCHECKED + "no InfiniBand/RoCE HCA; " + NOT_READ),
+    ("an HCA without ports is skipped, named", PORTLESS, "skipped",
+     UNCHECKED + "no InfiniBand/RoCE port on mlx5_0; " + NOT_READ),
     ("a crashed module fails with its last line",
      module_crashed("Traceback (most recent call last):\n  ...\n"
                     "PermissionError: [Errno 13] Permission denied: '/sys'\n"),
@@ -170,8 +177,11 @@ def test_fabric_detail_names_hcas_and_keeps_ports():
     detail = vd.fabric_verdict(DOWN)["detail"]
     assert detail["ib_ports"] == ["mlx5_0", "mlx5_1"]
     assert [p["name"] for p in detail["ports"]] == ["mlx5_0:1", "mlx5_1:1"]
+    assert [p["pci_address"] for p in detail["ports"]] == ["0000:1a:00.0", "0000:3c:00.0"]
     assert vd.fabric_verdict(DOWN_EXPECTED_ACTIVE)["detail"]["ib_ports"] == ["mlx5_0", "mlx5_1"]
-    assert vd.fabric_verdict(NO_HCA)["detail"] == {"ib_ports": [], "ports": []}
+    empty = vd.fabric_verdict(NO_HCA)["detail"]
+    assert (empty["ib_ports"], empty["ports"], empty["profile"], empty["problems"]) == ([], [], {}, [])
+    assert empty["gpudirect"]["method"] is None and empty["gpudirect"]["usable"] is False
 
 
 def test_fabric_problem_is_real():
