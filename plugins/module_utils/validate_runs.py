@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import base64
 import json
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_address
@@ -20,6 +21,11 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl import (
 
 DDP_PREFIX = "GPUFLEET_DDP_RESULT "
 MPI_PREFIX = "GPUFLEET_MPI_RESULT "
+# The node's settings the training container must see: what the interconnect role writes to the fabric env file.
+FABRIC_PREFIXES = ("NCCL_", "UCX_")
+FABRIC_ENV_FILE = "/etc/gpufleet/fabric.env"
+
+
 def prefixed_json(text, prefix):
     """The last ``prefix {json}`` object in text, or {}."""
     found = {}
@@ -104,6 +110,87 @@ def last_line(*texts):
     return ""
 
 
+def parse_env_file(text):
+    """KEY -> VALUE of a Docker --env-file: blank lines and lines starting with # are skipped, leading blanks
+    of a line too, the value is everything after the first '=' as written (Docker does not unquote it).
+
+    A line with a name alone (Docker then takes the value from the calling environment) carries no value of the
+    node's and is left out.
+    """
+    settings = {}
+    for raw in (text or "").splitlines():
+        line = raw.lstrip()
+        if line.startswith("\ufeff"):
+            line = line[1:]
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, value = line.split("=", 1)
+        if key and not any(ch.isspace() for ch in key):
+            settings[key] = value
+    return settings
+
+
+def env_file_text(read):
+    """The text of a file as a verdict takes it: text as it is, or what ansible.builtin.slurp registered
+    (base64 content; no content: the file was not read, None)."""
+    if read is None or isinstance(read, str):
+        return read
+    if not isinstance(read, dict) or "content" not in read:
+        return None
+    return base64.b64decode(read["content"]).decode("utf-8", "replace")
+
+
+def fabric_comparison(seen, node_env_text, path=FABRIC_ENV_FILE, caller_env=None):
+    """Compare the fabric settings a check saw in the container with the node's fabric env file.
+
+    seen: the check's own report, {"env": {NCCL_*/UCX_* it saw}, "nccl_conf": bool, "ucx_conf": bool}, or None
+    when the check reported none. node_env_text: the file's text or its slurp result, None (or a slurp result
+    without content) when the node has no such file.
+    caller_env: what the run itself set (validate_nccl_env); a key set there may differ from the node's value.
+    Returns (problems, detail): every NCCL_*/UCX_* setting of the file must have reached the container with the
+    file's value (or the caller's, for a key the caller set), else the problem names the key.
+    """
+    node_env_text = env_file_text(node_env_text)
+    caller_env = dict((key, str(value)) for key, value in (caller_env or {}).items())
+    detail = {"node_env_file": path, "node_env_present": node_env_text is not None}
+    if seen is not None:
+        detail.update(ran=dict(seen.get("env") or {}), nccl_conf=seen.get("nccl_conf"),
+                      ucx_conf=seen.get("ucx_conf"))
+    if node_env_text is None:
+        detail["note"] = "no %s on the node: the container's settings were not compared with it" % path
+        return [], detail
+    node = parse_env_file(node_env_text)
+    compared = dict((key, value) for key, value in node.items() if key.startswith(FABRIC_PREFIXES))
+    detail["node"] = compared
+    detail["not_compared"] = sorted(set(node) - set(compared))
+    if seen is None:
+        return ["the check did not report the NCCL/UCX settings it saw in the container"], detail
+    ran = detail["ran"]
+    missing = sorted(key for key in compared if key not in ran)
+    problems = ["%s of %s did not reach the container" % (", ".join(missing), path)] if missing else []
+    set_by_caller = []
+    for key in sorted(compared):
+        if key not in ran or ran[key] == compared[key]:
+            continue
+        if key in caller_env and ran[key] == caller_env[key]:
+            set_by_caller.append(key)
+        else:
+            problems.append("%s is %r in the container, %r in %s" % (key, ran[key], compared[key], path))
+    detail.update(missing=missing, set_by_caller=set_by_caller)
+    return problems, detail
+
+
+def _fabric_words(detail):
+    if not detail.get("node_env_present"):
+        return "fabric env: no %s on the node" % detail.get("node_env_file")
+    node, ran = detail.get("node") or {}, detail.get("ran") or {}
+    words = "fabric env: %d of %d setting(s) of %s seen in the container" % (
+        len([key for key in node if key in ran]), len(node), detail.get("node_env_file"))
+    if detail.get("set_by_caller"):
+        words += " (%s set by the run)" % ", ".join(detail["set_by_caller"])
+    return words
+
+
 def _skipped(reason, **detail):
     return {"status": "skipped", "reason": reason, "detail": detail}
 
@@ -116,12 +203,15 @@ def _join_hosts(hosts, limit=8):
 
 
 def ddp_verdict(run, backend, scope, expect_world_size=None, expect_nnodes=None, min_busbw_gbps=0.0,
-                active_rdma_ports=0, skip_reason=""):
+                active_rdma_ports=0, skip_reason="", fabric_env=None, fabric_env_path=FABRIC_ENV_FILE,
+                caller_env=None):
     """Verdict of one torchrun DDP check (scope "node" or "fleet").
 
     run: the registered command result ({rc, stdout, stderr} or {skipped: true}). backend: gloo or nccl.
     On nccl the NCCL_DEBUG=INFO lines are read back: a multi-node run on a node with active RDMA ports that
-    fell back to sockets fails, whatever torchrun's exit status.
+    fell back to sockets fails, whatever torchrun's exit status. fabric_env: the text of this node's fabric env
+    file (None: the node has none); every NCCL_*/UCX_* setting in it must be what the check saw in the
+    container (see fabric_comparison; caller_env: what the run set itself).
     """
     if skip_reason or not run or run.get("skipped"):
         return _skipped(skip_reason or "not run", backend=backend)
@@ -150,6 +240,10 @@ def ddp_verdict(run, backend, scope, expect_world_size=None, expect_nnodes=None,
     if result and expect_nnodes and (result.get("nnodes") or len(detail["hosts"])) < int(expect_nnodes):
         problems.append("ranks ran on %s node(s), expected %s" % (result.get("nnodes") or len(detail["hosts"]),
                                                                  expect_nnodes))
+    if result:
+        fabric_problems, detail["fabric"] = fabric_comparison(result.get("fabric"), fabric_env, fabric_env_path,
+                                                              caller_env)
+        problems += fabric_problems
     if run.get("rc") not in (0, None) and not problems:
         problems.append("torchrun exited %s: %s" % (run.get("rc"), last_line(stderr, stdout)))
     problems = list(dict.fromkeys(problems))
@@ -161,6 +255,8 @@ def ddp_verdict(run, backend, scope, expect_world_size=None, expect_nnodes=None,
         what += "; all_reduce busbw %s GB/s" % busbw
         what += " (floor %s)" % floor if floor else " (no floor set)"
     what += "; transport: %s" % detail["transport"]
+    if "fabric" in detail:
+        what += "; " + _fabric_words(detail["fabric"])
     if problems:
         return {"status": "failed", "reason": "; ".join(problems) + " [" + what + "]", "detail": detail}
     return {"status": "passed", "reason": what, "detail": detail}
@@ -202,10 +298,13 @@ def what_ran(reports, steps=("image", "ddp_multi_node", "mpi", "mpi_image")):
     return sorted(lines, key=lambda line: order[line["step"]])
 
 
-def mpi_verdict(run, where, entries, hostvars, hosts, me, skip_reason=""):
+def mpi_verdict(run, where, entries, hostvars, hosts, me, skip_reason="", fabric_env=None,
+                fabric_env_path=FABRIC_ENV_FILE):
     """Verdict of one mpirun of the MPI check (where: "host" or "image"), for inventory host ``me``.
 
-    entries: the hostfile entries mpirun was given (one rank per node, in order).
+    entries: the hostfile entries mpirun was given (one rank per node, in order). In the image, the settings
+    of ``me``'s fabric env file (fabric_env: its text, None when the node has none) must be what ``me``'s rank
+    saw in its container (see fabric_comparison).
     """
     if skip_reason or not run or run.get("skipped"):
         return _skipped(skip_reason or "not run", where=where)
@@ -224,6 +323,12 @@ def mpi_verdict(run, where, entries, hostvars, hosts, me, skip_reason=""):
     mine = [r for r in placement["ranks"] if r["inventory_host"] == me]
     if result and not mine:
         problems.append("this node is not in the hostfile")
+    fabric = None
+    if result and mine and where == "image":
+        reported = dict((int(r["rank"]), r) for r in result.get("ranks") or [] if "rank" in r)
+        fabric_problems, fabric = fabric_comparison(reported.get(mine[0]["rank"], {}).get("fabric"), fabric_env,
+                                                    fabric_env_path)
+        problems += ["rank %d: %s" % (mine[0]["rank"], problem) for problem in fabric_problems]
     problems = list(dict.fromkeys(problems))
     launched = ("host Open MPI over the SSH mesh" if where == "host"
                 else "mpirun in the training image, ranks started in the image on every node")
@@ -233,10 +338,14 @@ def mpi_verdict(run, where, entries, hostvars, hosts, me, skip_reason=""):
         (result.get("mpi_library") or "MPI library unknown").split(",")[0],
         result.get("pml") or "not reported", ",".join(result.get("btl_used") or []) or "not reported",
         _allreduce_words(allreduce))
+    if fabric is not None:
+        what += "; " + _fabric_words(fabric)
     detail = {"where": where, "ranks": placement["ranks"], "hosts": result.get("hosts") or [],
               "world_size": result.get("world_size"), "mpi_library": result.get("mpi_library"),
               "pml": result.get("pml"), "btl": result.get("btl"), "btl_used": result.get("btl_used"),
               "allreduce": allreduce, "problems": problems}
+    if fabric is not None:
+        detail["fabric"] = fabric
     if problems:
         return {"status": "failed", "reason": "; ".join(problems) + " [" + what + "]", "detail": detail}
     return {"status": "passed", "reason": what, "detail": detail}

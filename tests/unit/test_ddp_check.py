@@ -164,6 +164,13 @@ def _result(output):
 torch = pytest.importorskip("torch")
 
 
+def test_fabric_settings_are_the_nccl_and_ucx_variables_and_the_settings_files():
+    seen = ddp_check.fabric_settings({"NCCL_SOCKET_IFNAME": "ib0", "UCX_TLS": "rc,sm", "NCCLX": "no",
+                                      "OMPI_MCA_btl": "self", "PATH": "/bin"},
+                                     exists=lambda path: path == "/etc/nccl.conf")
+    assert seen == {"env": {"NCCL_SOCKET_IFNAME": "ib0", "UCX_TLS": "rc,sm"}, "nccl_conf": True, "ucx_conf": False}
+
+
 def _torchrun():
     exe = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
     if not exe:
@@ -177,7 +184,7 @@ def test_two_ranks_on_cpu_pass(tmp_path):
         [_torchrun(), "--standalone", "--nproc_per_node=2", SCRIPT, "--backend", "gloo", "--size-mb", "4",
          "--iters", "3", "--warmup", "1", "--expect-world-size", "2", "--expect-nnodes", "1"],
         capture_output=True, text=True, timeout=240, cwd=str(tmp_path),
-        env=dict(os.environ, OMP_NUM_THREADS="1"))
+        env=dict(os.environ, OMP_NUM_THREADS="1", NCCL_SOCKET_IFNAME="lo", UCX_TLS="tcp"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = _result(proc.stdout)
     assert result["passed"] is True, result["problems"]
@@ -190,6 +197,9 @@ def test_two_ranks_on_cpu_pass(tmp_path):
     assert result["seconds_per_iter"] > 0 and result["algbw_gbps"] > 0
     assert result["busbw_gbps"] == pytest.approx(result["algbw_gbps"], abs=2e-3)  # 2 (n - 1) / n = 1 for n = 2
     assert result["min_busbw_gbps"] == 0.0
+    # What the ranks saw of the fabric settings, as they started (validate compares it with the node's file).
+    assert result["fabric"]["env"]["NCCL_SOCKET_IFNAME"] == "lo" and result["fabric"]["env"]["UCX_TLS"] == "tcp"
+    assert result["fabric"]["nccl_conf"] == os.path.exists("/etc/nccl.conf")
 
 
 def test_three_ranks_on_cpu_pass(tmp_path):
@@ -227,6 +237,7 @@ def test_nccl_without_cuda_fails_with_reason(tmp_path):
     result = _result(proc.stdout)
     assert result["passed"] is False
     assert "torch.cuda.is_available() is False" in result["problems"][0]
+    assert "env" in result["fabric"]  # a check that stopped early still says what it saw
 
 
 def test_unreachable_bandwidth_floor_fails(tmp_path):

@@ -82,6 +82,16 @@ def test_report_says_what_ran():
     assert (report["pml"], report["btl"], report["btl_used"]) == ("ob1", ["self", "tcp"], ["self"])
 
 
+def test_fabric_settings_of_each_rank_are_listed_with_it():
+    reports = rank_reports(2, hosts=("node1", "node2"))
+    reports[1]["fabric"] = mpi_check.fabric_settings({"NCCL_IB_HCA": "mlx5_0", "UCX_TLS": "rc", "HOME": "/x"},
+                                                     exists=lambda path: False)
+    report = mpi_check.build_report(reports, 2, "x", "x")
+    assert "fabric" not in report["ranks"][0]
+    assert report["ranks"][1]["fabric"] == {"env": {"NCCL_IB_HCA": "mlx5_0", "UCX_TLS": "rc"}, "nccl_conf": False,
+                                            "ucx_conf": False}
+
+
 def test_report_without_selection():
     reports = rank_reports(2)
     for report in reports:
@@ -179,11 +189,11 @@ def _mpirun_with_mpi4py():
     return mpirun
 
 
-def _run(args, tmp_path):
+def _run(args, tmp_path, env=None):
     # --allow-run-as-root and --oversubscribe only here: the test host runs as root and may have few cores.
     return subprocess.run(
         [_mpirun_with_mpi4py(), "--allow-run-as-root", "--oversubscribe", "-np", "3", SYSTEM_PYTHON, SCRIPT] + args,
-        capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+        capture_output=True, text=True, timeout=120, cwd=str(tmp_path), env=env)
 
 
 def _result(output):
@@ -193,7 +203,8 @@ def _result(output):
 
 
 def test_three_ranks_under_mpirun_pass(tmp_path):
-    proc = _run(["--expect-world-size", "3", "--expect-nnodes", "1"], tmp_path)
+    proc = _run(["--expect-world-size", "3", "--expect-nnodes", "1"], tmp_path,
+                env=dict(os.environ, NCCL_SOCKET_IFNAME="lo"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = _result(proc.stdout)
     assert result["passed"] is True, result["problems"]
@@ -205,6 +216,10 @@ def test_three_ranks_under_mpirun_pass(tmp_path):
     assert result["pml"] in ("ob1", "ucx", "cm")
     assert result["pml"] != "ob1" or "self" in result["btl_used"]
     assert "select:" not in proc.stderr  # Open MPI's verbose lines were kept back
+    # Every rank says which fabric settings it saw, with its rank.
+    for rank in result["ranks"]:
+        assert rank["fabric"]["env"]["NCCL_SOCKET_IFNAME"] == "lo", rank
+        assert rank["fabric"]["nccl_conf"] == os.path.exists("/etc/nccl.conf")
 
 
 def test_wrong_world_size_fails(tmp_path):

@@ -15,7 +15,10 @@ TEMPLATE = os.path.join(ROOT, "roles", "image_security", "templates")
 PINNED = "registry.example:5000/ml/train@sha256:" + "ab" * 32
 
 
-def launcher(tmp_path, engine="/usr/bin/docker", memlock=-1):
+FABRIC_ENV = "/etc/gpufleet/fabric.env"
+
+
+def launcher(tmp_path, engine="/usr/bin/docker", memlock=-1, fabric_env=FABRIC_ENV):
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE), trim_blocks=True,
                              undefined=jinja2.StrictUndefined)
     env.filters["comment"] = comment
@@ -25,6 +28,7 @@ def launcher(tmp_path, engine="/usr/bin/docker", memlock=-1):
         __image_security_launcher_engine=engine, image_security_launcher_memlock=memlock,
         image_security_launcher_mounts=[{"src": "/usr/local/lib/gpufleet/validate", "dest": "/opt/gpufleet/validate"}],
         image_security_launcher_path="/usr/local/bin/gpufleet-run-image",
+        image_security_launcher_fabric_env=fabric_env,
         __image_security_launcher_sudoers="/etc/sudoers.d/gpufleet-run-image")
     path = tmp_path / "gpufleet-run-image.py"
     path.write_text(text)
@@ -162,3 +166,56 @@ def test_the_command_goes_after_the_image(tmp_path):
     argv = started[0]
     assert argv[argv.index(PINNED) + 1:] == ["--privileged", "-v", "/:/host"]
     assert "--privileged" not in argv[:argv.index(PINNED)]
+
+
+def file_stat(owner=0, mode=0o644, kind=None):
+    """os.stat stand-in: a file of the given owner and mode (a regular file unless KIND is another S_IF*)."""
+    import stat
+    result = os.stat_result(((stat.S_IFREG if kind is None else kind) | mode, 0, 0, 1, owner, owner, 0, 0, 0, 0))
+    return lambda path: result
+
+
+def test_the_nodes_fabric_env_file_is_passed_where_it_exists(tmp_path):
+    mod = launcher(tmp_path)
+    args = mod.engine_args(["env"], environ={}, exists=only({FABRIC_ENV, "/etc/nccl.conf"}), stat_path=file_stat())
+    assert args[args.index("--env-file") + 1] == FABRIC_ENV
+    assert args.index("--env-file") < args.index(PINNED)
+    # The settings files stay mounted read-only beside it.
+    assert "/etc/nccl.conf:/etc/nccl.conf:ro" in args
+    assert "--env-file" not in mod.engine_args(["env"], environ={}, exists=only({"/etc/nccl.conf"}),
+                                               stat_path=file_stat())
+
+
+@pytest.mark.parametrize("stat_path", [file_stat(owner=1000), file_stat(mode=0o666), file_stat(mode=0o664),
+                                       file_stat(kind=0o040000)])
+def test_a_fabric_env_file_others_could_write_is_not_passed(tmp_path, stat_path):
+    # Owned by a user, group- or world-writable, or a directory: the engine reads it as root for every user's
+    # container, so none of these is handed on.
+    mod = launcher(tmp_path)
+    assert "--env-file" not in mod.engine_args(["env"], environ={}, exists=only({FABRIC_ENV}), stat_path=stat_path)
+
+
+def test_no_fabric_env_file_when_the_variable_is_empty(tmp_path):
+    mod = launcher(tmp_path, fabric_env="")
+    assert "--env-file" not in mod.engine_args(["env"], environ={}, exists=lambda path: True, stat_path=file_stat())
+
+
+@pytest.mark.parametrize("engine", ["/usr/bin/docker", "/usr/bin/podman"])
+def test_the_callers_variables_come_after_the_fabric_env_file(tmp_path, engine):
+    # Docker and Podman both apply --env-file first and -e over it, whatever the order on the command line;
+    # the argv keeps that order as well, so the caller's NCCL_SOCKET_IFNAME wins over the node's.
+    mod = launcher(tmp_path, engine=engine)
+    environ = {"NCCL_SOCKET_IFNAME": "lo", "UCX_TLS": "tcp", "PATH": "/bin"}
+    args = mod.engine_args(["env"], environ=environ, exists=only({FABRIC_ENV}), stat_path=file_stat())
+    env_file = args.index("--env-file")
+    passed = [i for i, arg in enumerate(args) if arg == "-e"]
+    assert [args[i + 1] for i in passed] == ["NCCL_SOCKET_IFNAME", "UCX_TLS"]
+    assert env_file < min(passed) and max(passed) < args.index(PINNED)
+    # The values reach the engine through its environment, read by -e KEY.
+    assert mod.engine_environment(environ)["NCCL_SOCKET_IFNAME"] == "lo"
+
+
+def test_the_docstring_says_what_the_container_gets(tmp_path):
+    doc = launcher(tmp_path).__doc__
+    for words in (FABRIC_ENV, "--env-file", "/etc/nccl.conf", "/etc/ucx/ucx.conf", "win over"):
+        assert words in doc

@@ -238,3 +238,109 @@ def test_allreduce_words():
     wrong = mpi_run(passed=False, problems=["allreduce sum 5"], allreduce={"expected": {"sum": 6}, "got": {"sum": 5}})
     assert "allreduce got sum 5, expected sum 6" in v.mpi_verdict(wrong, "host", ENTRIES, HOSTVARS, HOSTS,
                                                                    "gpu-01")["reason"]
+
+
+# --- Fabric settings: what the container saw against the node's fabric env file ----------------------------------
+
+# Written by hand in the format the interconnect role writes /etc/gpufleet/fabric.env in (Docker --env-file:
+# KEY=VALUE lines, # comments); these are test values, not a capture of any node.
+CONTRACT_ENV_FILE = """# gpufleet interconnect: fabric settings of this node
+NCCL_SOCKET_IFNAME=ib0
+NCCL_IB_HCA=mlx5_0:1,mlx5_1:1
+
+  UCX_TLS=rc,sm,self
+UCX_NET_DEVICES=mlx5_0:1
+OMPI_MCA_btl_tcp_if_include=ib0
+"""
+NODE_SETTINGS = {"NCCL_SOCKET_IFNAME": "ib0", "NCCL_IB_HCA": "mlx5_0:1,mlx5_1:1", "UCX_TLS": "rc,sm,self",
+                 "UCX_NET_DEVICES": "mlx5_0:1"}
+
+
+def seen(env, nccl_conf=True):
+    return {"env": dict(env), "nccl_conf": nccl_conf, "ucx_conf": False}
+
+
+def test_env_file_is_read_as_docker_reads_it():
+    assert v.parse_env_file(CONTRACT_ENV_FILE) == dict(NODE_SETTINGS, OMPI_MCA_btl_tcp_if_include="ib0")
+    # The value is everything after the first '=', as written; a name alone carries no value; a bad name is no key.
+    assert v.parse_env_file('A=b=c\nQ="x y"\nBARE\nBAD KEY=1\n=x\n\ufeffB=1\n') == {"A": "b=c", "Q": '"x y"', "B": "1"}
+    assert v.parse_env_file(None) == {}
+
+
+def test_every_node_setting_seen_in_the_container_passes_and_the_detail_shows_what_ran():
+    verdict = v.ddp_verdict(ddp_run(fabric=seen(dict(NODE_SETTINGS, NCCL_DEBUG="INFO"))), "gloo", "node", 6, 3,
+                            fabric_env=CONTRACT_ENV_FILE, caller_env={"NCCL_DEBUG": "INFO"})
+    assert verdict["status"] == "passed", verdict
+    fabric = verdict["detail"]["fabric"]
+    assert fabric["ran"]["NCCL_SOCKET_IFNAME"] == "ib0" and fabric["ran"]["NCCL_IB_HCA"] == "mlx5_0:1,mlx5_1:1"
+    assert fabric["ran"]["UCX_TLS"] == "rc,sm,self" and fabric["nccl_conf"] is True
+    assert fabric["node"] == NODE_SETTINGS and fabric["missing"] == []
+    assert fabric["not_compared"] == ["OMPI_MCA_btl_tcp_if_include"]
+    assert "fabric env: 4 of 4 setting(s) of /etc/gpufleet/fabric.env seen in the container" in verdict["reason"]
+
+
+def test_a_node_setting_the_container_did_not_see_fails_naming_the_key():
+    ran = dict(NODE_SETTINGS)
+    del ran["NCCL_IB_HCA"], ran["UCX_TLS"]
+    verdict = v.ddp_verdict(ddp_run(fabric=seen(ran)), "gloo", "fleet", 6, 3, fabric_env=CONTRACT_ENV_FILE)
+    assert verdict["status"] == "failed"
+    assert "NCCL_IB_HCA, UCX_TLS of /etc/gpufleet/fabric.env did not reach the container" in verdict["reason"]
+    assert verdict["detail"]["fabric"]["missing"] == ["NCCL_IB_HCA", "UCX_TLS"]
+
+
+def test_a_different_value_fails_unless_the_run_set_it_itself():
+    ran = dict(NODE_SETTINGS, NCCL_SOCKET_IFNAME="eth0")
+    verdict = v.ddp_verdict(ddp_run(fabric=seen(ran)), "gloo", "node", 6, 3, fabric_env=CONTRACT_ENV_FILE)
+    assert verdict["status"] == "failed"
+    assert "NCCL_SOCKET_IFNAME is 'eth0' in the container, 'ib0' in /etc/gpufleet/fabric.env" in verdict["reason"]
+    verdict = v.ddp_verdict(ddp_run(fabric=seen(ran)), "gloo", "node", 6, 3, fabric_env=CONTRACT_ENV_FILE,
+                            caller_env={"NCCL_SOCKET_IFNAME": "eth0"})
+    assert verdict["status"] == "passed", verdict
+    assert verdict["detail"]["fabric"]["set_by_caller"] == ["NCCL_SOCKET_IFNAME"]
+    assert "(NCCL_SOCKET_IFNAME set by the run)" in verdict["reason"]
+
+
+def test_a_node_without_the_file_says_so_and_does_not_fail_for_it():
+    verdict = v.ddp_verdict(ddp_run(fabric=seen({}, nccl_conf=False)), "gloo", "node", 6, 3)
+    assert verdict["status"] == "passed", verdict
+    assert verdict["detail"]["fabric"]["note"] == (
+        "no /etc/gpufleet/fabric.env on the node: the container's settings were not compared with it")
+    assert "fabric env: no /etc/gpufleet/fabric.env on the node" in verdict["reason"]
+    assert verdict["detail"]["fabric"]["nccl_conf"] is False
+
+
+def test_a_check_that_reported_no_settings_fails_where_the_node_has_the_file():
+    verdict = v.ddp_verdict(ddp_run(), "gloo", "node", 6, 3, fabric_env=CONTRACT_ENV_FILE)
+    assert verdict["status"] == "failed"
+    assert "did not report the NCCL/UCX settings it saw" in verdict["reason"]
+
+
+def test_in_image_mpi_compares_this_nodes_rank_with_this_nodes_file():
+    ranks = [{"rank": 0, "host": "gpu-01", "fabric": seen(NODE_SETTINGS)},
+             {"rank": 1, "host": "gpu-02", "fabric": seen({"UCX_TLS": "rc,sm,self"})},
+             {"rank": 2, "host": "gpu-03"}]
+    good = v.mpi_verdict(mpi_run(ranks=ranks), "image", ENTRIES, HOSTVARS, HOSTS, "gpu-01",
+                         fabric_env=CONTRACT_ENV_FILE)
+    assert good["status"] == "passed", good
+    assert good["detail"]["fabric"]["ran"] == NODE_SETTINGS
+    bad = v.mpi_verdict(mpi_run(ranks=ranks), "image", ENTRIES, HOSTVARS, HOSTS, "gpu-02",
+                        fabric_env=CONTRACT_ENV_FILE)
+    assert bad["status"] == "failed"
+    assert ("rank 1: NCCL_IB_HCA, NCCL_SOCKET_IFNAME, UCX_NET_DEVICES of /etc/gpufleet/fabric.env did not reach "
+            "the container") in bad["reason"]
+    # The host run is not in a container: no comparison there.
+    assert "fabric" not in v.mpi_verdict(mpi_run(ranks=ranks), "host", ENTRIES, HOSTVARS, HOSTS, "gpu-02",
+                                         fabric_env=CONTRACT_ENV_FILE)["detail"]
+
+
+def test_the_verdicts_take_what_slurp_registered():
+    import base64
+    read = {"content": base64.b64encode(CONTRACT_ENV_FILE.encode()).decode(), "encoding": "base64"}
+    ran = dict(NODE_SETTINGS)
+    del ran["UCX_NET_DEVICES"]
+    verdict = v.ddp_verdict(ddp_run(fabric=seen(ran)), "gloo", "node", 6, 3, fabric_env=read)
+    assert "UCX_NET_DEVICES of /etc/gpufleet/fabric.env did not reach the container" in verdict["reason"]
+    # slurp of a missing file registers no content (failed_when: false), a skipped slurp neither: no file.
+    for missing in ({"failed": True, "msg": "file not found: /etc/gpufleet/fabric.env"}, {"skipped": True}):
+        verdict = v.ddp_verdict(ddp_run(fabric=seen(ran)), "gloo", "node", 6, 3, fabric_env=missing)
+        assert verdict["status"] == "passed" and verdict["detail"]["fabric"]["node_env_present"] is False

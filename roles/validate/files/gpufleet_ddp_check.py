@@ -14,6 +14,9 @@ What it proves, on every rank:
     bus bandwidth (nccl-tests' definition: busbw = algbw * 2 (n - 1) / n for all_reduce). One rank moves
     nothing over a bus: busbw is then null, `busbw_note` says so and --min-busbw-gbps is not applied.
 Local rank 0 of every node prints one JSON line prefixed `GPUFLEET_DDP_RESULT ` and the exit status says pass (0) or fail (1).
+The line also says which fabric settings the check saw where it ran ("fabric": the NCCL_* and UCX_* variables
+as the process started, and whether /etc/nccl.conf and /etc/ucx/ucx.conf were there), for validate to compare
+with the node's own.
 Needs nothing from the network: no hub downloads, no datasets.
 """
 import argparse
@@ -26,6 +29,20 @@ import time
 RESULT_PREFIX = "GPUFLEET_DDP_RESULT "
 ONE_RANK_NOTE = "one rank measures no bus bandwidth; --min-busbw-gbps was not applied"
 MAX_RANKS_LISTED = 256  # above this the report counts ranks per host instead of listing every rank
+FABRIC_PREFIXES = ("NCCL_", "UCX_")
+SETTINGS_FILES = {"nccl_conf": "/etc/nccl.conf", "ucx_conf": "/etc/ucx/ucx.conf"}
+
+
+def fabric_settings(environ, exists=os.path.exists):
+    """The fabric settings this process sees: its NCCL_*/UCX_* variables and which settings files exist.
+
+    Read before torch starts: NCCL copies /etc/nccl.conf into the C environment at its init, and that must not
+    count as a variable the container was given.
+    """
+    seen = {"env": dict((key, environ[key]) for key in sorted(environ) if key.startswith(FABRIC_PREFIXES))}
+    for name, path in sorted(SETTINGS_FILES.items()):
+        seen[name] = bool(exists(path))
+    return seen
 
 
 def bus_bandwidth_gbps(size_bytes, seconds, world_size):
@@ -172,6 +189,7 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
+    fabric = fabric_settings(dict(os.environ))
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
@@ -189,7 +207,8 @@ def main(argv=None):
     if problems:
         report = {"passed": False, "rank": rank, "host": socket.gethostname(), "problems": problems,
                   "cuda_available": cuda, "device_count": device_count, "backend": backend,
-                  "world_size": world_size, "local_world_size": local_world_size, "torch": torch.__version__}
+                  "world_size": world_size, "local_world_size": local_world_size, "torch": torch.__version__,
+                  "fabric": fabric}
         # Every rank says it: the first rank to exit makes torchrun stop its siblings, so a line printed by
         # local rank 0 alone could be lost. The lines are the same but for "rank"; readers take the last.
         print(RESULT_PREFIX + json.dumps(report, sort_keys=True), flush=True)
@@ -268,7 +287,7 @@ def main(argv=None):
         backend, world_size, local_world_size, hosts, device.type, torch.__version__,
         nccl_version_string(torch) if backend == "nccl" else None, numel * 4, args.iters, seconds_per_iter,
         samples, ddp_consistent, args.min_busbw_gbps, args.expect_world_size, args.expect_nnodes, wrong_ranks)
-    report.update(cuda_available=cuda, device_count=device_count, rank=rank)
+    report.update(cuda_available=cuda, device_count=device_count, rank=rank, fabric=fabric)
     # Every rank holds the whole verdict (the measurements were reduced, the flags gathered); each node's local
     # rank 0 prints it, so every node's own torchrun output carries the result.
     if local_rank == 0:

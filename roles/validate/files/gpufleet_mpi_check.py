@@ -11,6 +11,8 @@ What it proves:
 With Open MPI it also reports the PML it selected and the BTLs it initialised and used: each rank raises
 pml_base_verbose and btl_base_verbose to 10 for itself (unless they are set already), reads Open MPI's own
 selection messages from its stderr and passes every other stderr line on unchanged.
+Every rank also reports the fabric settings it saw (its NCCL_* and UCX_* variables, whether /etc/nccl.conf and
+/etc/ucx/ucx.conf were there), listed with its rank, for validate to compare with that node's own.
 Rank 0 prints one JSON line prefixed `GPUFLEET_MPI_RESULT `; every rank exits 0 (pass) or 1 (fail), as rank 0
 decided. Needs only python3 and mpi4py.
 """
@@ -39,6 +41,16 @@ INITIALIZING_RE = re.compile(r"^select: initializing (\S+) component (\S+)$")
 SELECTED_RE = re.compile(r"^select: component (\S+) selected$")
 BTL_INIT_OK_RE = re.compile(r"^select: init of component (\S+) returned success$")
 BTL_USED_RE = re.compile(r"^mca: bml: Using (\S+) btl for send to ")
+FABRIC_PREFIXES = ("NCCL_", "UCX_")
+SETTINGS_FILES = {"nccl_conf": "/etc/nccl.conf", "ucx_conf": "/etc/ucx/ucx.conf"}
+
+
+def fabric_settings(environ, exists=os.path.exists):
+    """The fabric settings this rank sees: its NCCL_*/UCX_* variables and which settings files exist."""
+    seen = {"env": dict((key, environ[key]) for key in sorted(environ) if key.startswith(FABRIC_PREFIXES))}
+    for name, path in sorted(SETTINGS_FILES.items()):
+        seen[name] = bool(exists(path))
+    return seen
 
 
 def parse_ompi_selection(text):
@@ -131,7 +143,7 @@ def build_report(rank_reports, world_size, library, vendor, expect_world_size=No
     selection = [r["selection"] for r in ordered if r.get("selection")]
     return {
         "passed": not problems, "problems": problems, "world_size": world_size,
-        "ranks": [{"rank": r["rank"], "host": r["host"]} for r in ordered],
+        "ranks": [dict((key, r[key]) for key in ("rank", "host", "fabric") if key in r) for r in ordered],
         "hosts": hosts, "nnodes": len(hosts),
         "mpi_library": library.splitlines()[0].strip() if library else "",
         "mpi_vendor": vendor,
@@ -205,6 +217,7 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
+    fabric = fabric_settings(dict(os.environ))  # before this check sets its own verbose variables
     tap = None
     if not args.no_ompi_selection:
         pass_verbose = any(name in os.environ for name in VERBOSE_VARS)
@@ -223,7 +236,7 @@ def main(argv=None):
         right, left = ring_neighbours(rank, world_size)
         comm.Sendrecv(array.array("q", [rank]), dest=right, sendtag=7, recvbuf=received, source=left, recvtag=7)
         mine = {"rank": rank, "host": socket.gethostname(), "ring_received": received[0],
-                "allreduce": {"sum": total[0], "max": largest[0]},
+                "allreduce": {"sum": total[0], "max": largest[0]}, "fabric": fabric,
                 "selection": parse_ompi_selection(tap.text()) if tap else None}
         gathered = comm.gather(mine, root=0)
         code, report = 1, None
