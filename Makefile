@@ -10,7 +10,7 @@ export GPUFLEET_NODE_IMAGE ?= gpufleet-node:trixie
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help venv docker image training-image lab lab-up lab-down audit lint syntax unit collection molecule test test-fast benchmark clean
+.PHONY: help venv docker image training-image lab lab-up lab-down audit lint syntax unit docs collection molecule test test-fast benchmark clean
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -57,8 +57,11 @@ lint: venv  ## yamllint + ansible-lint (production profile)
 syntax: venv  ## ansible-playbook --syntax-check of every playbook
 	@scripts/syntax-check.sh
 
-unit: $(VENV)/.installed-test  ## pytest unit tests
+unit: $(VENV)/.installed-test  ## pytest unit tests (they fail when `make docs` has something to write)
 	$(BIN)/pytest -q tests/unit
+
+docs: venv  ## Role README variable tables, defaults/main.yml comments and inventories/prod samples from meta/argument_specs.yml
+	$(BIN)/python scripts/role_docs.py
 
 collection: venv  ## Build the collection tarball, install it elsewhere and use it
 	@scripts/collection-check.sh
