@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run the test stages one after another, keep going after a failure, and close with one summary line.
 
-    python scripts/run_tests.py lint syntax unit collection molecule
+    python scripts/run_tests.py lint syntax unit collection ee molecule
 
 Each stage is a make target; its output streams through. The last line reads
 `make test: N passed, M failed` so CI (and people) see the verdict at a glance.
@@ -15,6 +15,7 @@ STAGES = {
     "syntax": ["make", "--no-print-directory", "syntax"],
     "unit": ["make", "--no-print-directory", "unit"],
     "collection": ["make", "--no-print-directory", "collection"],
+    "ee": ["make", "--no-print-directory", "ee-image"],
     "molecule": ["make", "--no-print-directory", "molecule"],
 }
 
