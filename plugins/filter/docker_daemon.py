@@ -41,6 +41,8 @@ _value:
   type: dict
 """
 
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors import as_filter
+
 TLS_FILES = ("tlscacert", "tlscert", "tlskey")
 
 
@@ -55,8 +57,6 @@ def _as_list(value):
 def tls_complete(config):
     """True when the daemon verifies clients: tlsverify true and the CA, certificate and key all named."""
     return config.get("tlsverify") is True and all(str(config.get(key) or "").strip() for key in TLS_FILES)
-
-from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors import as_filter
 
 
 def daemon_json_review(config):

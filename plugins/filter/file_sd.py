@@ -163,7 +163,7 @@ def address_in_network(addresses, network):
         raise ValueError("%r is not a network in CIDR form (e.g. 10.20.0.0/24)" % (network,))
     for address in addresses or []:
         try:
-            ip = ipaddress.ip_address(str(address).split("%")[0])
+            ip = ipaddress.ip_address(str(address).split("%", 1)[0])
         except ValueError:
             continue
         if ip.version == net.version and ip in net:
@@ -204,7 +204,7 @@ USER_RE = re.compile(r"^[^:\s]+$")
 
 def _ip_or_none(value):
     try:
-        return ipaddress.ip_address(str(value).split("%")[0].strip())
+        return ipaddress.ip_address(str(value).split("%", 1)[0].strip())
     except ValueError:
         return None
 
@@ -320,8 +320,6 @@ def exporter_scrape_config(job_name, file_sd_files, web_config=None, username=""
     files = [file_sd_files] if isinstance(file_sd_files, str) else list(file_sd_files or [])
     job["file_sd_configs"] = [{"files": [str(f) for f in files]}]
     return {"scrape_configs": [job]}
-
-
 
 
 class FilterModule(object):

@@ -66,8 +66,6 @@ def sshd_runtime_drift(probe_text, effective_text):
     return runtime_drift(parse_kexinit_probe(probe_text), parse_sshd_effective(effective_text))
 
 
-
-
 _known_hosts_lines = as_filter(known_hosts_lines)
 _addresses_in_networks = as_filter(addresses_in_networks, "not a CIDR network: ")
 _ssh_host_key = as_filter(lambda text, host="this node": parse_host_key(text, host))
