@@ -10,7 +10,7 @@ export GPUFLEET_NODE_IMAGE ?= gpufleet-node:trixie
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help venv docker image training-image lab lab-up lab-down audit lint syntax unit docs collection ee ee-image molecule test test-fast benchmark clean
+.PHONY: help venv docker image training-image lab lab-up lab-down audit lint syntax unit docs collection sanity ee ee-image molecule test test-fast benchmark clean
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -66,6 +66,9 @@ docs: venv  ## Role README variable tables, defaults/main.yml comments and inven
 collection: venv  ## Build the collection tarball, install it elsewhere and use it
 	@scripts/collection-check.sh
 
+sanity: venv  ## ansible-test sanity on a copy of the collection (skips listed in tests/sanity/ignore-2.19.txt)
+	@scripts/sanity.sh
+
 ee: $(VENV)/.installed-test  ## Build context of the execution environment for AWX/AAP in build/ee/context (docs/awx.md)
 	@scripts/ee-context.sh
 
@@ -76,11 +79,11 @@ molecule: venv image  ## molecule test for every scenario (MOLECULE_JOBS in para
 	@$(BIN)/python scripts/run_molecule.py
 
 test-fast: venv  ## Everything but molecule
-	@$(BIN)/python scripts/run_tests.py lint syntax unit collection
+	@$(BIN)/python scripts/run_tests.py lint syntax unit collection sanity
 
-test: venv  ## Everything: lint, syntax, unit, collection, execution environment image, molecule
+test: venv  ## Everything: lint, syntax, unit, collection, sanity, execution environment image, molecule
 	@scripts/ensure-docker.sh
-	@$(BIN)/python scripts/run_tests.py lint syntax unit collection ee molecule
+	@$(BIN)/python scripts/run_tests.py lint syntax unit collection sanity ee molecule
 
 benchmark: venv image  ## No-op run figures for 1 and 4 lab nodes
 	@$(BIN)/python scripts/benchmark.py

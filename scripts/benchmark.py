@@ -35,7 +35,7 @@ def _children_cpu():
 def node_cpu_seconds():
     """CPU seconds the lab node containers have used so far (cgroup v1 cpuacct or v2 cpu.stat), or None."""
     names = subprocess.run(["docker", "ps", "-q", "--no-trunc", "--filter", "label=gpufleet.lab"],
-                           capture_output=True, text=True).stdout.split()
+                           capture_output=True, check=False, text=True).stdout.split()
     total, found = 0.0, False
     for cid in names:
         for path, scale, key in (
@@ -66,7 +66,7 @@ def run_json(playbook, *extra):
     cmd = ["ansible-playbook", "-i", os.path.join(ROOT, "inventories", "lab"), playbook] + list(extra)
     cpu_before, nodes_before = _children_cpu(), node_cpu_seconds()
     started = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, check=False, text=True)
     seconds = time.monotonic() - started
     nodes_after = node_cpu_seconds()
     CPU.clear()

@@ -109,7 +109,7 @@ run modinfo-nvidia-license modinfo -F license nvidia
 run compute-apps nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader
 
 if python3 -c 'import ansible' 2>/dev/null; then
-    cd "$work"  # no ansible.cfg from the current directory
+    cd "$work" || exit 1  # no ansible.cfg from the current directory
     export ANSIBLE_COLLECTIONS_PATH=$repo/collections ANSIBLE_STDOUT_CALLBACK=minimal \
         ANSIBLE_LOCALHOST_WARNING=0 ANSIBLE_INVENTORY_UNPARSED_WARNING=0
     adhoc() {  # adhoc NAME MODULE ARGS

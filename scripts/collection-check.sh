@@ -37,7 +37,7 @@ PLAY
   cd "$work/run"
   printf "[defaults]\n" >ansible.cfg
   export ANSIBLE_COLLECTIONS_PATH="$work/collections" ANSIBLE_CONFIG="$work/run/ansible.cfg"
-  for module in $(ls "$work/collections/ansible_collections/gpufleet/cluster/plugins/modules" | sed -n 's/\.py$//p'); do
+  for module in $(find "$work/collections/ansible_collections/gpufleet/cluster/plugins/modules" -maxdepth 1 -name '*.py' -printf '%f\n' | sed 's/\.py$//' | sort); do
     ansible-doc "gpufleet.cluster.$module" >/dev/null
     echo "ansible-doc ok: gpufleet.cluster.$module"
   done

@@ -12,7 +12,6 @@ Environment: GPUFLEET_NODE_IMAGE (node image), LAB_SUBNET (default 172.30.240.0/
 """
 import argparse
 import ipaddress
-import json
 import os
 import re
 import secrets
@@ -123,7 +122,7 @@ def start_registry():
 
 
 def wait_for_boot(name):
-    for _ in range(120):
+    for _attempt in range(120):
         state = sh(["docker", "exec", name, "systemctl", "is-system-running"], check=False, capture=True)
         if state.stdout.strip() in ("running", "degraded"):
             return
@@ -189,7 +188,7 @@ def write_inventory(indexes):
 
 def wait_for_ssh(indexes):
     for index in indexes:
-        for _ in range(60):
+        for _attempt in range(60):
             probe = sh(["ssh", "-i", KEY, "-o", "BatchMode=yes", "-o", "UserKnownHostsFile=" + KNOWN_HOSTS,
                         "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=3",
                         "%s@%s" % (ADMIN, node_address(index)), "sudo", "-n", "true"], check=False, capture=True)
@@ -240,11 +239,11 @@ def recap_changed(output):
 def publish_image():
     """The lab registry (TLS from a lab CA, htpasswd), then the CPU training image pushed, signed and verified."""
     log("setting up the lab registry (TLS, htpasswd, cosign key)")
-    rc, _ = playbook(os.path.join("molecule", "_shared", "registry.yml"))
+    rc, _unused = playbook(os.path.join("molecule", "_shared", "registry.yml"))
     if rc != 0:
         raise SystemExit("lab: the registry set-up failed (rc=%d)" % rc)
     log("publishing the training image: push, scan gate, cosign sign")
-    rc, _ = playbook(os.path.join("playbooks", "build_image.yml"))
+    rc, _unused = playbook(os.path.join("playbooks", "build_image.yml"))
     if rc != 0:
         raise SystemExit("lab: playbooks/build_image.yml failed (rc=%d)" % rc)
 
@@ -253,7 +252,7 @@ def up(count):
     nodes(count)
     publish_image()
     log("converging site.yml")
-    rc, _ = playbook("site.yml")
+    rc, _unused = playbook("site.yml")
     if rc != 0:
         raise SystemExit("lab: site.yml failed (rc=%d)" % rc)
     log("second run of site.yml: must change nothing")
@@ -264,7 +263,7 @@ def up(count):
     log("second run: changed=0")
     validate = os.path.join("playbooks", "validate.yml")
     if os.path.exists(os.path.join(ROOT, validate)):
-        rc, _ = playbook(validate)
+        rc, _unused = playbook(validate)
         if rc != 0:
             raise SystemExit("lab: validate.yml failed (rc=%d)" % rc)
     log("done; `make lab-down` removes the lab")

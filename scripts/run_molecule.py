@@ -56,8 +56,8 @@ def main(argv):
                 print(tail(log_path), flush=True)
             results.append((scenario, rc))
     failed = [s for s, rc in results if rc != 0]
-    print("molecule: %d passed, %d failed%s" % (len(results) - len(failed), len(failed),
-                                                 (" (" + ", ".join(failed) + ")") if failed else ""))
+    print("molecule: %d passed, %d failed%s"
+          % (len(results) - len(failed), len(failed), (" (" + ", ".join(failed) + ")") if failed else ""))
     return 1 if failed else 0
 
 

@@ -16,8 +16,6 @@ from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors imp
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dcgm
 
 
-
-
 def cuda_major(branch, override=""):
     """``nvidia_driver_branch | gpufleet.cluster.dcgm_cuda_major(gpu_monitoring_dcgm_cuda_major)`` -> 12 or 13."""
     return dcgm.dcgm_cuda_major(override, branch)

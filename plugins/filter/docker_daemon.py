@@ -4,42 +4,14 @@
 """What the container_runtime role refuses or warns about in a Docker daemon.json.
 
 The work is done by plain functions (no Ansible state) so unit tests call them directly.
+The filter's documentation is plugins/filter/daemon_json_review.yml.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-DOCUMENTATION = r"""
----
-name: daemon_json_review
-short_description: Unsafe settings of a Docker daemon.json
-version_added: "0.1.0"
-description:
-  - Reads a parsed daemon.json and returns what the container_runtime role refuses and what it warns about.
-  - Refused, in C(unsafe_hosts), are C(hosts) entries that listen on TCP (C(tcp://)) without mutual TLS, that is
-    unless C(tlsverify) is true and C(tlscacert), C(tlscert) and C(tlskey) are all set. The Docker API on
-    TCP without it gives root on the node to anyone who reaches the port.
-  - Warned about, in C(insecure_registries), are the C(insecure-registries) entries (pulled over plain HTTP
-    or unchecked TLS).
-options:
-  _input:
-    description: The daemon.json content, parsed.
-    type: dict
-    required: true
-"""
-
-EXAMPLES = r"""
-- name: Review the merged daemon.json
-  ansible.builtin.set_fact:
-    review: "{{ merged | gpufleet.cluster.daemon_json_review }}"
-"""
-
-RETURN = r"""
-_value:
-  description: "C({unsafe_hosts: [...], insecure_registries: [...], tls_complete: bool})."
-  type: dict
-"""
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors import as_filter
 
 TLS_FILES = ("tlscacert", "tlscert", "tlskey")
 
@@ -55,8 +27,6 @@ def _as_list(value):
 def tls_complete(config):
     """True when the daemon verifies clients: tlsverify true and the CA, certificate and key all named."""
     return config.get("tlsverify") is True and all(str(config.get(key) or "").strip() for key in TLS_FILES)
-
-from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors import as_filter
 
 
 def daemon_json_review(config):

@@ -6,49 +6,14 @@ web (TLS/basic auth) and scrape settings.
 
 The work is done by plain functions (no Ansible state) so unit tests call them directly;
 FilterModule only maps the names and turns ValueError into AnsibleFilterError.
+
+Each filter's documentation is plugins/filter/<filter name>.yml (ansible-doc -t filter gpufleet.cluster.<name>).
+This file carries no DOCUMENTATION: ansible-doc would show it for every filter here.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
-
-DOCUMENTATION = r"""
----
-name: file_sd_targets
-short_description: Prometheus file_sd target groups for gpufleet nodes
-version_added: "0.1.0"
-description:
-  - Turns one dict per node (C(node), C(address), C(cluster), C(group), C(gpu_model), C(gpu_count),
-    C(exporters) as a list of C({name, port})) into file_sd target groups, one per node and exporter,
-    sorted by node then exporter, every label a string.
-  - Companion filters in this file are C(gpufleet.cluster.file_sd_merge) (keep the entries of nodes
-    this run did not reach, drop nodes no longer in the inventory), C(gpufleet.cluster.address_in_network)
-    (the first of a node's addresses inside a CIDR), C(gpufleet.cluster.gpu_summary) (GPU model and
-    count from gpu_topology facts, else from gpufleet_node), C(gpufleet.cluster.exporter_listen_address)
-    (the address the exporters bind to: monitoring network, else cluster address, else refused unless
-    listening on every address was asked for), C(gpufleet.cluster.exporter_web_config) (the exporter-toolkit
-    web configuration for TLS and basic auth) and C(gpufleet.cluster.exporter_scrape_config) (the Prometheus
-    scrape job with the matching scheme, basic_auth and tls_config).
-options:
-  _input:
-    description: One dict per node.
-    type: list
-    elements: dict
-    required: true
-"""
-
-EXAMPLES = r"""
-- name: Build the target groups of the nodes in this play
-  ansible.builtin.set_fact:
-    groups_sd: "{{ nodes | gpufleet.cluster.file_sd_targets }}"
-"""
-
-RETURN = r"""
-_value:
-  description: "File_sd target groups, each C({targets: [host:port], labels: {...}})."
-  type: list
-  elements: dict
-"""
 
 import ipaddress
 import json
@@ -163,7 +128,7 @@ def address_in_network(addresses, network):
         raise ValueError("%r is not a network in CIDR form (e.g. 10.20.0.0/24)" % (network,))
     for address in addresses or []:
         try:
-            ip = ipaddress.ip_address(str(address).split("%")[0])
+            ip = ipaddress.ip_address(str(address).split("%", 1)[0])
         except ValueError:
             continue
         if ip.version == net.version and ip in net:
@@ -204,7 +169,7 @@ USER_RE = re.compile(r"^[^:\s]+$")
 
 def _ip_or_none(value):
     try:
-        return ipaddress.ip_address(str(value).split("%")[0].strip())
+        return ipaddress.ip_address(str(value).split("%", 1)[0].strip())
     except ValueError:
         return None
 
@@ -320,8 +285,6 @@ def exporter_scrape_config(job_name, file_sd_files, web_config=None, username=""
     files = [file_sd_files] if isinstance(file_sd_files, str) else list(file_sd_files or [])
     job["file_sd_configs"] = [{"files": [str(f) for f in files]}]
     return {"scrape_configs": [job]}
-
-
 
 
 class FilterModule(object):

@@ -17,8 +17,6 @@ from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors imp
 from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_policy as gp
 
 
-
-
 def problems(gpus, policy, persistence_mode=None):
     """gpus | gpu_policy_problems(policy): module_utils policy_problems with the parsed query piped in."""
     return gp.policy_problems(policy, gpus, persistence_mode)

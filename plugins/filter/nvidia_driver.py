@@ -18,8 +18,6 @@ from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors imp
 from ansible_collections.gpufleet.cluster.plugins.module_utils import nvidia_driver as nd
 
 
-
-
 def branch_problem(branch):
     """Empty string when the branch is acceptable, else the message (Jinja-friendly)."""
     return nd.branch_problem(branch) or ""

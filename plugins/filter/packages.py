@@ -26,7 +26,7 @@ def _spec(entry):
     text = str(entry).strip()
     if not text or any(mark in text for mark in ("<", ">", "/", " ")):
         return None
-    name, _, version = text.partition("=")
+    name, _sep, version = text.partition("=")
     return (name, version or None) if name else None
 
 

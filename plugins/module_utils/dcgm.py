@@ -38,7 +38,7 @@ _BRANCH_RE = re.compile(r"^\s*[rR]?(\d{3})(?:[.\s].*)?$")
 def driver_branch_number(branch):
     """The branch number of '580', 580, 'R580', '580.95.05' or '570-server'; ValueError otherwise."""
     text = str(branch if branch is not None else "").strip()
-    match = _BRANCH_RE.match(text.split("-")[0])
+    match = _BRANCH_RE.match(text.split("-", 1)[0])
     if not match:
         raise ValueError("not an NVIDIA driver branch: %r (expected e.g. '580' or '570.172.08')" % (branch,))
     return int(match.group(1))

@@ -30,7 +30,7 @@ def parse_dpkg_status(text):
         for line in stanza.splitlines():
             if line[:1] in (" ", "\t") or ":" not in line:
                 continue
-            key, _, value = line.partition(":")
+            key, _sep, value = line.partition(":")
             fields[key.strip().lower()] = value.strip()
         status = fields.get("status", "").split()
         if "package" not in fields or len(status) != 3 or status[2] != "installed":
@@ -48,7 +48,7 @@ def parse_rpm_list(text, locked=""):
             locked_names.add(match.group(1))
     packages = {}
     for line in (text or "").splitlines():
-        name, _, version = line.partition("\t")
+        name, _sep, version = line.partition("\t")
         if name and version:
             packages[name.strip()] = {"version": version.strip(), "hold": name.strip() in locked_names}
     return packages
@@ -115,7 +115,7 @@ def parse_dkms_status(text):
         line = line.strip()
         if ":" not in line:
             continue
-        left, _, state = line.rpartition(":")
+        left, _sep, state = line.rpartition(":")
         parts = [p.strip() for p in left.split(",")]
         if "/" in parts[0]:
             module, version = parts[0].split("/", 1)

@@ -177,8 +177,9 @@ def policy_commands(policy, persistence_held=True):
         commands.append(["nvidia-smi", "-pl", str(_positive_int(policy["power_limit_watts"]))])
     if "application_clocks" in policy:
         clocks = policy["application_clocks"]
-        commands.append(["nvidia-smi", "-ac", "%d,%d" % (_positive_int(clocks["memory_mhz"]),
-                                                          _positive_int(clocks["graphics_mhz"]))])
+        memory_mhz = _positive_int(clocks["memory_mhz"])
+        graphics_mhz = _positive_int(clocks["graphics_mhz"])
+        commands.append(["nvidia-smi", "-ac", "%d,%d" % (memory_mhz, graphics_mhz)])
     if "ecc" in policy:
         commands.append(["nvidia-smi", "-e", "1" if policy["ecc"] == "enabled" else "0"])
     return commands

@@ -55,7 +55,7 @@ def _split_header(line):
     positions.sort()
     if positions:
         devices = rest[:positions[0][0]].split()
-        keys = [key for _, _, key in positions]
+        keys = [key for _unused, _unused, key in positions]
     else:
         devices = rest.split()
         keys = []
@@ -121,11 +121,11 @@ def parse_topo_matrix(text):
         "columns": keys,
         "nic_names": {},
     }
-    for _, key in AFFINITY_COLUMNS:
+    for _unused, key in AFFINITY_COLUMNS:
         result[key] = {}
     for gpu in gpus:
         values = extras.get(gpu, [])
-        for _, key in AFFINITY_COLUMNS:
+        for _unused, key in AFFINITY_COLUMNS:
             result[key][gpu] = None
         for position, key in enumerate(keys):
             result[key][gpu] = values[position] if position < len(values) else None

@@ -45,7 +45,7 @@ def parse_sshd_effective(text):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        key, _, value = line.partition(" ")
+        key, _sep, value = line.partition(" ")
         key = key.lower()
         value = value.strip()
         if key in MULTI_VALUED:

@@ -260,4 +260,4 @@ def summary(artifact, result):
 
 
 def _counts_text(counts):
-    return ", ".join("%s %d" % (s, counts[s]) for s in SEVERITIES if counts.get(s))  or "no vulnerabilities"
+    return ", ".join("%s %d" % (s, counts[s]) for s in SEVERITIES if counts.get(s)) or "no vulnerabilities"

@@ -238,8 +238,8 @@ def ddp_verdict(run, backend, scope, expect_world_size=None, expect_nnodes=None,
     if result and expect_world_size and result.get("world_size") != int(expect_world_size):
         problems.append("world size %s, expected %s" % (result.get("world_size"), expect_world_size))
     if result and expect_nnodes and (result.get("nnodes") or len(detail["hosts"])) < int(expect_nnodes):
-        problems.append("ranks ran on %s node(s), expected %s" % (result.get("nnodes") or len(detail["hosts"]),
-                                                                 expect_nnodes))
+        problems.append("ranks ran on %s node(s), expected %s"
+                        % (result.get("nnodes") or len(detail["hosts"]), expect_nnodes))
     if result:
         fabric_problems, detail["fabric"] = fabric_comparison(result.get("fabric"), fabric_env, fabric_env_path,
                                                               caller_env)

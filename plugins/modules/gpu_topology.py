@@ -86,7 +86,7 @@ options:
     type: bool
     default: true
 author:
-  - gpufleet contributors
+  - gpufleet contributors (!UNKNOWN)
 notes:
   - Supports check mode; it only reads.
   - Expectations about NICs use the matrix from C(nvidia-smi topo -m), where NICs show as C(NIC0..) (with

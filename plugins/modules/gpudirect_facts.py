@@ -47,7 +47,7 @@ options:
       - Kernel release to decide for; defaults to the running one (C(os.uname().release)).
     type: str
 author:
-  - gpufleet contributors
+  - gpufleet contributors (!UNKNOWN)
 notes:
   - Supports check mode; it only reads.
   - A node without a GPU or without an HCA gets C(method=none) whatever the preference.

@@ -70,7 +70,7 @@ options:
     suboptions:
       id: {description: Vulnerability id as Trivy prints it (C(CVE-2024-1234)), type: str, required: true}
       package: {description: "Only this package's finding is accepted (Trivy's C(PkgName)); empty: any package", type: str}
-      reason: {description: Why it is accepted (who decided, what mitigates it), type: str, required: true}
+      reason: {description: "Why it is accepted (who decided, what mitigates it)", type: str, required: true}
       expires: {description: Date (YYYY-MM-DD) after which the entry no longer hides the vulnerability, type: str, required: true}
   severities:
     description: Severities Trivy reports (C(--severity)); the policy only sees these.
@@ -115,7 +115,7 @@ options:
     description: Date the allowlist expiry is compared with; defaults to today.
     type: str
 author:
-  - gpufleet contributors
+  - gpufleet contributors (!UNKNOWN)
 notes:
   - Supports check mode; the scan and the policy run, only O(report_dest) is not written.
   - O(report_dest) is written through a C(mkstemp) file in its own directory (created mode 0700 when missing),

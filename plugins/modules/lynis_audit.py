@@ -48,7 +48,7 @@ options:
     type: path
     default: /proc/sys
 author:
-  - gpufleet contributors
+  - gpufleet contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

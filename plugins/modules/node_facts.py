@@ -33,7 +33,7 @@ options:
     type: bool
     default: true
 author:
-  - gpufleet contributors
+  - gpufleet contributors (!UNKNOWN)
 notes:
   - Supports check mode; it only reads.
 """

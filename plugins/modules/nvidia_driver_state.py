@@ -82,7 +82,7 @@ options:
     type: path
     default: /
 author:
-  - gpufleet contributors
+  - gpufleet contributors (!UNKNOWN)
 notes:
   - Supports check mode (it then builds and refreshes nothing).
 """
@@ -106,16 +106,16 @@ state:
   returned: always
   type: dict
   contains:
-    installed_version: {description: Installed driver package version, or empty., type: str}
-    candidate_version: {description: Version apt would install, or empty., type: str}
+    installed_version: {description: "Installed driver package version, or empty.", type: str}
+    candidate_version: {description: "Version apt would install, or empty.", type: str}
     driver_changing: {description: A driver package is missing or an upgrade was asked for., type: bool}
-    install: {description: Package specs to install in one transaction (driver, fabric, headers)., type: list}
+    install: {description: "Package specs to install in one transaction (driver, fabric, headers).", type: list}
     pin_install: {description: Branch pinning packages to install before the driver., type: list}
     headers: {description: Header packages this node needs., type: list}
     hold: {description: Installed packages of the driver stack to hold., type: list}
     held: {description: Those already held., type: list}
     hold_todo: {description: Those not held yet., type: list}
-    loaded_version: {description: Version of the loaded kernel module, or empty., type: str}
+    loaded_version: {description: "Version of the loaded kernel module, or empty.", type: str}
     reboot_pending: {description: A GPU node runs another module than the installed driver., type: bool}
     reboot_reason: {description: Why a reboot is pending., type: str}
     kernel: {description: "Running/installed kernels, module per kernel, status ok/missing/skipped and reason.",
@@ -148,8 +148,8 @@ def installed_packages(module, root, family):
         rpm = module.get_bin_path("rpm")
         if not rpm:
             return {}
-        _, out, _ = module.run_command([rpm, "-qa", "--qf", "%{NAME}\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\n"],
-                                       environ_update=C_ENV)
+        _unused, out, _unused = module.run_command([rpm, "-qa", "--qf", "%{NAME}\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\n"],
+                                                   environ_update=C_ENV)
         locked = sysfs.read_text(_path(root, "etc/dnf/plugins/versionlock.list"), default="")
         return ds.parse_rpm_list(out, locked)
     return ds.parse_dpkg_status(sysfs.read_text(_path(root, "var/lib/dpkg/status"), default=""))
@@ -164,14 +164,15 @@ def lists_age(root):
 
 def kernels(module, root, container, want_modules):
     """Running and installed kernels, whether each has headers and the version of its NVIDIA module."""
-    running = os.uname().release if root == "/" else (sysfs.read_text(_path(root, "proc/sys/kernel/osrelease"))
-                                                       or "").strip()
+    if root == "/":
+        running = os.uname().release
+    else:
+        running = (sysfs.read_text(_path(root, "proc/sys/kernel/osrelease")) or "").strip()
     moddir = _path(root, "lib/modules")
     installed = []
     if os.path.isdir(moddir):
         for name in sorted(os.listdir(moddir)):
-            if os.path.exists(_path(root, "boot/vmlinuz-" + name)) or os.path.exists(os.path.join(moddir, name,
-                                                                                                "vmlinuz")):
+            if os.path.exists(_path(root, "boot/vmlinuz-" + name)) or os.path.exists(os.path.join(moddir, name, "vmlinuz")):
                 installed.append(name)
     if running and running not in installed and not container:
         installed.append(running)
@@ -181,14 +182,14 @@ def kernels(module, root, container, want_modules):
     for release in installed if modinfo else []:
         modules[release] = ""
         for name in ds.MODULE_NAMES:
-            rc, out, _ = module.run_command([modinfo, "-k", release, "-F", "version", name], environ_update=C_ENV)
+            rc, out, _unused = module.run_command([modinfo, "-k", release, "-F", "version", name], environ_update=C_ENV)
             if rc == 0 and out.strip():
                 modules[release] = out.strip().splitlines()[0]
                 break
     dkms = module.get_bin_path("dkms") if not container and root == "/" else None
     entries = []
     if dkms:
-        _, out, _ = module.run_command([dkms, "status"], environ_update=C_ENV)
+        _unused, out, _unused = module.run_command([dkms, "status"], environ_update=C_ENV)
         entries = ds.parse_dkms_status(out)
     return {"running": running, "installed": installed, "headers": headers, "modules": modules, "dkms": entries}
 
@@ -230,7 +231,7 @@ def main():
         if not apt_cache:
             return {}
         names = [plan["version_package"]] + ["linux-headers-%s" % kernel["running"]] * bool(state_guess["headers"])
-        _, out, _ = module.run_command([apt_cache, "policy"] + names, environ_update=C_ENV)
+        _unused, out, _unused = module.run_command([apt_cache, "policy"] + names, environ_update=C_ENV)
         return ds.parse_apt_policy(out)
 
     loaded_text = sysfs.read_text(_path(root, "proc/driver/nvidia/version"), default="")

@@ -76,7 +76,7 @@ options:
     type: int
     default: 3
 author:
-  - gpufleet contributors
+  - gpufleet contributors (!UNKNOWN)
 notes:
   - Supports check mode; it only reads.
 """

@@ -99,7 +99,7 @@ options:
     type: int
     default: 180
 author:
-  - gpufleet contributors
+  - gpufleet contributors (!UNKNOWN)
 requirements:
   - cosign 2.2 or later on the node (C(--allow-http-registry)); Docker or Podman.
 notes:
@@ -180,7 +180,7 @@ verified:
     signatures: {description: Number of signature payloads cosign verified, type: int}
     docker_references: {description: The docker-reference claims of the payloads, type: list}
     tags: {description: The tag annotations of the payloads (C(null) for a payload without one), type: list}
-    bound_to: {description: What the signature was checked to be made for (repository, and tag when asked), type: str}
+    bound_to: {description: "What the signature was checked to be made for (repository, and tag when asked)", type: str}
 removed:
   description: References removed with O(state=absent).
   returned: when state is absent

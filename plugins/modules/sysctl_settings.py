@@ -43,7 +43,7 @@ options:
     type: path
     default: /proc/sys
 author:
-  - gpufleet contributors
+  - gpufleet contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -125,8 +125,7 @@ def main():
     to_set, missing = plan(settings, module.params["proc_root"], apply)
     if missing:
         module.fail_json(msg="no such kernel settings under %s: %s (nothing was changed; load the module that "
-                             "provides them first, or leave them out)" % (module.params["proc_root"],
-                                                                           ", ".join(missing)),
+                             "provides them first, or leave them out)" % (module.params["proc_root"], ", ".join(missing)),
                          missing=missing)
 
     file_changed = current != wanted

@@ -39,7 +39,7 @@ options:
       - UCX_TLS set explicitly by the operator; used as it stands when given.
     type: str
 author:
-  - gpufleet contributors
+  - gpufleet contributors (!UNKNOWN)
 notes:
   - Supports check mode; it only reads.
 """

@@ -44,7 +44,7 @@ def merge(tmp_path, overlay, check=False):
         cmd += ["--check", "--diff"]
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_NOCOLOR="1",
                ANSIBLE_FORCE_COLOR="0", ANSIBLE_INVENTORY="localhost,", ANSIBLE_LOCALHOST_WARNING="false")
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, check=False, text=True, timeout=300)
     out = proc.stdout + proc.stderr
     changed = None
     for line in out.splitlines():
@@ -141,7 +141,7 @@ def test_unusable_file_stops_the_role_and_stays_untouched(tmp_path, content, rea
     target.parent.mkdir()
     target.write_text(content)
     before = (sha(target), target.stat().st_mtime_ns)
-    rc, out, _ = merge(tmp_path, OURS)
+    rc, out, _unused = merge(tmp_path, OURS)
     assert rc != 0, out
     assert str(target) + (" " if reason == "is not valid JSON" else " holds JSON that ") in out
     assert reason in out.replace("\n", " ")
@@ -190,7 +190,7 @@ def test_tcp_api_without_tls_client_verification_is_refused_and_the_file_untouch
     target.parent.mkdir()
     target.write_text(json.dumps(foreign))
     before = (sha(target), target.stat().st_mtime_ns)
-    rc, out, _ = merge(tmp_path, OURS)
+    rc, out, _unused = merge(tmp_path, OURS)
     flat = " ".join(out.split())
     assert rc != 0, out
     assert "gives root on this node to anyone who can reach that port" in flat
@@ -212,7 +212,7 @@ def test_tcp_api_with_tls_client_verification_is_kept(tmp_path):
 
 
 def test_a_tcp_host_from_the_overlay_is_refused_too(tmp_path):
-    rc, out, _ = merge(tmp_path, dict(OURS, hosts=["tcp://0.0.0.0:2375"]))
+    rc, out, _unused = merge(tmp_path, dict(OURS, hosts=["tcp://0.0.0.0:2375"]))
     assert rc != 0, out
     assert "Nothing was changed." in " ".join(out.split())
     assert not (tmp_path / "docker" / "daemon.json").exists()
@@ -222,14 +222,14 @@ def test_insecure_registries_are_named_in_a_warning_and_kept(tmp_path):
     target = tmp_path / "docker" / "daemon.json"
     target.parent.mkdir()
     target.write_text(json.dumps(FOREIGN))
-    rc, out, _ = merge(tmp_path, OURS)
+    rc, out, _unused = merge(tmp_path, OURS)
     flat = " ".join(out.split())
     assert rc == 0, out
     assert "WARNING: localhost: %s lists insecure-registries 10.0.0.5:5000:" % target in flat
     assert json.loads(target.read_text())["insecure-registries"] == ["10.0.0.5:5000"]
     clean = tmp_path / "clean"
     clean.mkdir()
-    rc, out, _ = merge(clean, OURS)
+    rc, out, _unused = merge(clean, OURS)
     assert rc == 0, out
     assert "insecure-registries" not in out
 
@@ -247,4 +247,3 @@ def test_review_filter_on_its_own():
     assert review({"insecure-registries": "r.example:5000"})["insecure_registries"] == ["r.example:5000"]
     with pytest.raises(ValueError):
         review(["not", "an", "object"])
-

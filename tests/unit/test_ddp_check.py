@@ -183,7 +183,7 @@ def test_two_ranks_on_cpu_pass(tmp_path):
     proc = subprocess.run(
         [_torchrun(), "--standalone", "--nproc_per_node=2", SCRIPT, "--backend", "gloo", "--size-mb", "4",
          "--iters", "3", "--warmup", "1", "--expect-world-size", "2", "--expect-nnodes", "1"],
-        capture_output=True, text=True, timeout=240, cwd=str(tmp_path),
+        capture_output=True, check=False, text=True, timeout=240, cwd=str(tmp_path),
         env=dict(os.environ, OMP_NUM_THREADS="1", NCCL_SOCKET_IFNAME="lo", UCX_TLS="tcp"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = _result(proc.stdout)
@@ -207,7 +207,7 @@ def test_three_ranks_on_cpu_pass(tmp_path):
     proc = subprocess.run(
         [_torchrun(), "--standalone", "--nproc_per_node=3", SCRIPT, "--backend", "gloo", "--size-mb", "1",
          "--iters", "7", "--warmup", "1"],
-        capture_output=True, text=True, timeout=240, cwd=str(tmp_path),
+        capture_output=True, check=False, text=True, timeout=240, cwd=str(tmp_path),
         env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = _result(proc.stdout)
@@ -219,7 +219,7 @@ def test_world_size_other_than_expected_fails(tmp_path):
     proc = subprocess.run(
         [_torchrun(), "--standalone", "--nproc_per_node=2", SCRIPT, "--backend", "gloo", "--size-mb", "1",
          "--expect-world-size", "3"],
-        capture_output=True, text=True, timeout=240, cwd=str(tmp_path),
+        capture_output=True, check=False, text=True, timeout=240, cwd=str(tmp_path),
         env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert proc.returncode != 0
     results = _results(proc.stdout)  # each rank that got to print before torchrun stopped the others
@@ -232,7 +232,7 @@ def test_world_size_other_than_expected_fails(tmp_path):
 def test_nccl_without_cuda_fails_with_reason(tmp_path):
     proc = subprocess.run(
         [_torchrun(), "--standalone", "--nproc_per_node=1", SCRIPT, "--backend", "nccl", "--size-mb", "1"],
-        capture_output=True, text=True, timeout=240, cwd=str(tmp_path))
+        capture_output=True, check=False, text=True, timeout=240, cwd=str(tmp_path))
     assert proc.returncode != 0
     result = _result(proc.stdout)
     assert result["passed"] is False
@@ -244,7 +244,7 @@ def test_unreachable_bandwidth_floor_fails(tmp_path):
     proc = subprocess.run(
         [_torchrun(), "--standalone", "--nproc_per_node=2", SCRIPT, "--backend", "gloo", "--size-mb", "1",
          "--iters", "2", "--warmup", "1", "--min-busbw-gbps", "100000"],
-        capture_output=True, text=True, timeout=240, cwd=str(tmp_path),
+        capture_output=True, check=False, text=True, timeout=240, cwd=str(tmp_path),
         env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert proc.returncode == 1
     result = _result(proc.stdout)

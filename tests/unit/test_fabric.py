@@ -38,7 +38,7 @@ def test_every_q_fixture_is_covered():
 
 @pytest.mark.parametrize("name", sorted(FABRIC_CASES))
 def test_parse_fabric(name):
-    count, bus_id, gpu_name, fields, health, _, _ = FABRIC_CASES[name]
+    count, bus_id, gpu_name, fields, health, _unused, _unused = FABRIC_CASES[name]
     gpus = nvidia_smi.parse_fabric(load(name))
     assert len(gpus) == count
     assert [gpu["index"] for gpu in gpus] == list(range(count))
@@ -52,7 +52,7 @@ def test_parse_fabric(name):
 
 @pytest.mark.parametrize("name", sorted(FABRIC_CASES))
 def test_fabric_verdict_on_an_nvswitch_node(name):
-    count, _, _, _, _, status, reason = FABRIC_CASES[name]
+    count, _unused, _unused, _unused, _unused, status, reason = FABRIC_CASES[name]
     verdict = nvidia_smi.fabric_verdict(nvidia_smi.parse_fabric(load(name)), True, gpu_count=count)
     assert verdict["status"] == status
     assert verdict["reason"].startswith(reason)

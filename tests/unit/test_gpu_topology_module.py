@@ -89,7 +89,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[case[0] for case in CASES])
 def test_module(monkeypatch, case):
-    _, args, outputs, binary, failed, expected = case
+    _unused, args, outputs, binary, failed, expected = case
     outcome, calls = run(monkeypatch, args, outputs, binary)
     assert outcome.failed is failed, outcome.result.get("msg")
     assert outcome.result["changed"] is False
@@ -120,7 +120,7 @@ def test_facts_from_recorded_h100(monkeypatch):
 
 
 def test_no_driver_reason(monkeypatch):
-    outcome, _ = run(monkeypatch, {}, NO_GPU)
+    outcome, _unused = run(monkeypatch, {}, NO_GPU)
     facts = outcome.result["ansible_facts"]["gpu_topology"]
     assert facts["gpu_count"] == 0
     assert facts["reason"].startswith("nvidia-smi failed (rc=9): NVIDIA-SMI has failed")
@@ -130,7 +130,7 @@ def test_no_driver_reason(monkeypatch):
 def test_nvlink_counts_from_recorded_status(monkeypatch):
     outputs = dict(HEALTHY_H100)
     outputs["nvlink"] = (0, load("nvlink-s-v100-inactive-links.txt"), "")
-    outcome, _ = run(monkeypatch, {}, outputs)
+    outcome, _unused = run(monkeypatch, {}, outputs)
     gpu3 = outcome.result["ansible_facts"]["gpu_topology"]["gpus"][3]
     assert (gpu3["nvlinks_active"], gpu3["nvlinks_inactive"]) == (4, 2)
 
@@ -138,7 +138,7 @@ def test_nvlink_counts_from_recorded_status(monkeypatch):
 def test_topo_failure_is_reported_not_fatal(monkeypatch):
     outputs = dict(HEALTHY_H100)
     outputs["topo"] = (2, "", "Failed to run topo\n")
-    outcome, _ = run(monkeypatch, {}, outputs)
+    outcome, _unused = run(monkeypatch, {}, outputs)
     assert outcome.failed is False
     facts = outcome.result["ansible_facts"]["gpu_topology"]
     assert facts["topology_error"] == "nvidia-smi topo -m failed (rc=2): Failed to run topo"
@@ -178,14 +178,14 @@ def test_captured_h200_against_an_8_gpu_profile(monkeypatch):
     outputs = {"query": (0, load("query-gpu-h200-1gpu-vm-r580.txt"), ""),
                "topo": (0, load("topo-h200-1gpu-vm-r580.txt"), ""),
                "nvlink": (0, load("nvlink-s-h200-1gpu-vm-r580.txt"), ""), "-q": (0, "", "")}
-    outcome, _ = run(monkeypatch, {"gpu_count": 8, "min_driver_branch": 590}, outputs)
+    outcome, _unused = run(monkeypatch, {"gpu_count": 8, "min_driver_branch": 590}, outputs)
     assert outcome.failed is True
     assert any("gpu_count: found 1, expected 8" in line for line in outcome.result["violations"])
     assert any("590" in line for line in outcome.result["violations"])
 
 
 def test_fabric_of_recorded_h100_on_an_nvswitch_node(monkeypatch):
-    outcome, _ = run(monkeypatch, {"nvswitch": True}, HEALTHY_H100)
+    outcome, _unused = run(monkeypatch, {"nvswitch": True}, HEALTHY_H100)
     assert outcome.failed is False
     fabric = outcome.result["ansible_facts"]["gpu_topology"]["fabric"]
     assert fabric["error"] is None
@@ -198,14 +198,14 @@ def test_fabric_of_recorded_h100_on_an_nvswitch_node(monkeypatch):
 
 
 def test_fabric_unknown_nvswitch_is_skipped(monkeypatch):
-    outcome, _ = run(monkeypatch, {}, HEALTHY_H100)
+    outcome, _unused = run(monkeypatch, {}, HEALTHY_H100)
     verdict = outcome.result["ansible_facts"]["gpu_topology"]["fabric"]["verdict"]
     assert verdict["status"] == "skipped"
     assert "gpufleet_node.nvswitch not set" in verdict["reason"]
 
 
 def test_fabric_na_on_a100_is_skipped_not_passed(monkeypatch):
-    outcome, _ = run(monkeypatch, {"nvswitch": True}, A100_PAIRS)
+    outcome, _unused = run(monkeypatch, {"nvswitch": True}, A100_PAIRS)
     verdict = outcome.result["ansible_facts"]["gpu_topology"]["fabric"]["verdict"]
     assert verdict["status"] == "skipped"
     assert "N/A" in verdict["reason"]
@@ -214,7 +214,7 @@ def test_fabric_na_on_a100_is_skipped_not_passed(monkeypatch):
 def test_fabric_query_failure_fails_the_fabric_verdict_only(monkeypatch):
     outputs = dict(HEALTHY_H100)
     outputs["-q"] = (15, "", "Unable to determine the device handle for GPU0000:18:00.0: Unknown Error\n")
-    outcome, _ = run(monkeypatch, {"nvswitch": True}, outputs)
+    outcome, _unused = run(monkeypatch, {"nvswitch": True}, outputs)
     assert outcome.failed is False
     fabric = outcome.result["ansible_facts"]["gpu_topology"]["fabric"]
     assert fabric["error"] == ("nvidia-smi -q failed (rc=15): Unable to determine the device handle for "

@@ -58,7 +58,7 @@ def test_trivy_flags_and_credentials(calls):
     assert cmd[cmd.index("--severity") + 1] == "HIGH,CRITICAL"
     assert cmd[-1] == PINNED and cmd[cmd.index("--image-src") + 1] == "remote"
     assert env["TRIVY_PASSWORD"] == "s3cret" and "s3cret" not in cmd
-    version, _ = calls[1]
+    version, _unused = calls[1]
     assert version == ["/usr/bin/trivy", "version", "--format", "json", "--cache-dir", "/var/cache/trivy"]
     assert result["scanned_digest"] == PINNED.split("@")[1] and result["db"]["age_hours"] < 2
 

@@ -38,7 +38,7 @@ def facts_for(tree, **overrides):
     args = dict(sysfs_root=os.path.join(SYSFS, tree) if tree else "/nonexistent", exclude_hcas=[],
                 expect_hcas=None, expect_state=None, min_rate_gbps=None, link_layer=None, default_gid_index=3)
     args.update(overrides)
-    facts, _ = rdma_facts.run(args)
+    facts, _unused = rdma_facts.run(args)
     return facts
 
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import FIXTURES, ROOT, fixture_parts
+from conftest import ROOT, fixture_parts
 
 SCRIPT = os.path.join(ROOT, "roles", "validate", "files", "gpufleet_mpi_check.py")
 spec = importlib.util.spec_from_file_location("gpufleet_mpi_check", SCRIPT)
@@ -122,7 +122,7 @@ def test_parse_ompi_selection_on_real_open_mpi_4_1_output():
 
 
 def test_every_verbose_line_of_the_capture_is_kept_back():
-    _, body = load(CAPTURE)
+    _unused, body = load(CAPTURE)
     assert all(mpi_check.OMPI_VERBOSE_RE.match(line) for line in body.splitlines())
 
 
@@ -171,7 +171,7 @@ def test_stderr_tap_keeps_verbose_lines_and_passes_the_rest(tmp_path):
         "tap.stop()",
         "print(repr(kept))",
     ])
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, check=False, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == repr("[vm:00042] select: component ob1 selected\n")
     assert proc.stderr == "a real warning\nno newline yetboom\n"
@@ -181,9 +181,9 @@ def _mpirun_with_mpi4py():
     mpirun = shutil.which("mpirun")
     if not mpirun:
         pytest.skip("mpirun is not installed (Debian: apt-get install openmpi-bin python3-mpi4py)")
-    if subprocess.run([SYSTEM_PYTHON, "-c", "import mpi4py"], capture_output=True).returncode != 0:
+    if subprocess.run([SYSTEM_PYTHON, "-c", "import mpi4py"], capture_output=True, check=False).returncode != 0:
         pytest.skip("%s cannot import mpi4py (Debian: apt-get install python3-mpi4py)" % SYSTEM_PYTHON)
-    version = subprocess.run([mpirun, "--version"], capture_output=True, text=True).stdout
+    version = subprocess.run([mpirun, "--version"], capture_output=True, check=False, text=True).stdout
     if "Open MPI" not in version:
         pytest.skip("this test passes Open MPI's mpirun options; mpirun here is: %s" % version.strip())
     return mpirun
@@ -193,7 +193,7 @@ def _run(args, tmp_path, env=None):
     # --allow-run-as-root and --oversubscribe only here: the test host runs as root and may have few cores.
     return subprocess.run(
         [_mpirun_with_mpi4py(), "--allow-run-as-root", "--oversubscribe", "-np", "3", SYSTEM_PYTHON, SCRIPT] + args,
-        capture_output=True, text=True, timeout=120, cwd=str(tmp_path), env=env)
+        capture_output=True, check=False, text=True, timeout=120, cwd=str(tmp_path), env=env)
 
 
 def _result(output):

@@ -37,8 +37,8 @@ def test_os_sysconfdir_is_etc_openmpi(name):
 
 def test_sysconfdir_of_a_relocated_prefix():
     # The same line shape with another prefix: the parser returns what the tool printed, not a default.
-    text = body("openmpi", "ompi_info-path-sysconfdir-parsable-4.1.4-debian12.txt").replace("/etc/openmpi",
-                                                                                          "/opt/hpcx/ompi/etc")
+    text = body("openmpi", "ompi_info-path-sysconfdir-parsable-4.1.4-debian12.txt")
+    text = text.replace("/etc/openmpi", "/opt/hpcx/ompi/etc")
     assert mpi_stack.ompi_path(text) == "/opt/hpcx/ompi/etc"
 
 

@@ -77,19 +77,19 @@ def test_every_fixture_is_covered_and_names_its_source():
 
 
 def test_fixtures_cover_several_nccl_versions():
-    versions = set(expected["version"] for expected, _ in CASES.values()) - set([None])
+    versions = set(expected["version"] for expected, _unused in CASES.values()) - set([None])
     assert len(versions) >= 3, versions
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_parse_fixture(name):
-    expected, _ = CASES[name]
+    expected, _unused = CASES[name]
     assert nccl.parse_nccl_debug(load(name)) == expected
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_summary_of_fixture(name):
-    _, line = CASES[name]
+    _unused, line = CASES[name]
     assert nccl.transport_summary(nccl.parse_nccl_debug(load(name))) == line
 
 

@@ -52,8 +52,7 @@ def test_no_component_is_duplicated_when_some_are_there():
     text = "deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://mirror/debian trixie main non-free\n"
     result = nd.add_apt_components(text, "trixie", NONFREE)
     line = result["content"].splitlines()[0]
-    assert line.split("]")[1].split() == ["http://mirror/debian", "trixie", "main", "non-free", "contrib",
-                                           "non-free-firmware"]
+    assert line.split("]")[1].split() == ["http://mirror/debian", "trixie", "main", "non-free", "contrib", "non-free-firmware"]
     assert line.count("non-free ") + line.endswith("non-free") == 1
 
 

@@ -41,7 +41,7 @@ def test_every_compute_apps_fixture_is_covered():
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_processes_with_the_header(name):
-    _, body = load(name)
+    _unused, body = load(name)
     processes = nvidia_smi.parse_compute_apps(body)
     assert [(p["pid"], p["process_name"], p["used_memory_mib"]) for p in processes] == CASES[name]
     # The header named the other columns; they are kept as printed.
@@ -62,7 +62,7 @@ def test_processes_without_the_header_in_the_order_asked(name):
 def test_rows_of_the_rollout_fields_from_the_recorded_columns():
     """The rollout's three columns, cut out of the recorded H200 rows (pid, process_name, used_gpu_memory are the
     last three columns there), read without a header as the role reads them."""
-    _, body = load("compute-apps-h200-r590-load.txt")
+    _unused, body = load("compute-apps-h200-r590-load.txt")
     rows = [", ".join(line.split(", ")[-3:]) for line in body.splitlines()[1:]]
     assert rows[2] == "10309, ./gpu_burn, 28234 MiB"
     processes = nvidia_smi.parse_compute_apps("\n".join(rows), ROLLOUT_FIELDS)
@@ -74,7 +74,7 @@ def test_rows_of_the_rollout_fields_from_the_recorded_columns():
 
 
 def test_memory_the_driver_cannot_report_is_none_not_zero():
-    _, body = load("compute-apps-rtx2080s-r610-windows-na-memory.txt")
+    _unused, body = load("compute-apps-rtx2080s-r610-windows-na-memory.txt")
     processes = nvidia_smi.parse_compute_apps(body)
     assert len(processes) == 19
     assert processes[0]["pid"] == 2140

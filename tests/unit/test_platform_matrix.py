@@ -70,8 +70,8 @@ DEBIAN_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
 
 
 def node(name, machine):
-    fixture, _, _, _, _ = OS_ROWS[name]
-    _, text = fixture_parts("os-release", fixture)
+    fixture, _unused, _unused, _unused, _unused = OS_ROWS[name]
+    _unused, text = fixture_parts("os-release", fixture)
     return {"os": sysfs.os_summary(sysfs.parse_os_release(text)), "machine": machine, "gpu_count": 8,
             "container": False}
 
@@ -200,7 +200,7 @@ def os_vars(role, name, machine):
 
 @pytest.mark.parametrize("name", sorted(OS_ROWS))
 def test_os_release_gives_the_facts_the_roles_select_on(name):
-    _, os_id, major, family, codename = OS_ROWS[name]
+    _unused, os_id, major, family, codename = OS_ROWS[name]
     summary = node(name, "x86_64")["os"]
     assert (summary["id"], summary["major"], summary["family"], summary["codename"]) == (os_id, major, family, codename)
     assert sysfs.os_support_problem(summary) is None
@@ -250,7 +250,7 @@ OS_HARDENING_EL9 = {
 
 @pytest.mark.parametrize("name, machine", MATRIX)
 def test_os_hardening_packages_and_paths(name, machine):
-    values, _ = os_vars("os_hardening", name, machine)
+    values, _unused = os_vars("os_hardening", name, machine)
     el = OS_ROWS[name][3] == "RedHat"
     assert values["os_hardening__concern_packages"] == (OS_HARDENING_EL9 if el else OS_HARDENING_DEBIAN)
     assert values["os_hardening__host_packages"] == {"accounting": ["psacct", "audit"] if el else ["acct", "auditd"]}
@@ -298,8 +298,7 @@ def test_os_hardening_apt_and_dpkg_tasks_only_run_on_debian():
 def _flatten(tasks):
     for task in tasks or []:
         if "block" in task:
-            for inner in _flatten(task["block"]):
-                yield inner
+            yield from _flatten(task["block"])
         else:
             yield task
 
@@ -311,7 +310,7 @@ def _flatten(tasks):
 # EL9's iptables.
 @pytest.mark.parametrize("name, machine", MATRIX)
 def test_fail2ban_packages_and_journal(name, machine):
-    values, _ = os_vars("fail2ban", name, machine)
+    values, _unused = os_vars("fail2ban", name, machine)
     if OS_ROWS[name][3] == "RedHat":
         assert values["fail2ban__packages"] == ["fail2ban-server", "fail2ban-systemd"]
         assert values["fail2ban__banaction_packages"] == {"nftables": ["nftables"], "iptables": ["iptables-nft"]}
@@ -348,14 +347,14 @@ def test_interconnect_packages(name, machine):
 @pytest.mark.parametrize("name, machine", MATRIX)
 def test_ssh_container_runtime_and_trust_store(name, machine):
     el = OS_ROWS[name][3] == "RedHat"
-    ssh, _ = os_vars("ssh_hardening", name, machine)
+    ssh, _unused = os_vars("ssh_hardening", name, machine)
     # OpenSSH's unit: ssh.service on Debian/Ubuntu, sshd.service on EL.
     assert (ssh["ssh_hardening__package"], ssh["ssh_hardening__service"]) == ("openssh-server", "sshd" if el else "ssh")
-    engine, _ = os_vars("container_runtime", name, machine)
+    engine, _unused = os_vars("container_runtime", name, machine)
     # Debian/Ubuntu ship docker.io; EL ships only podman, so Docker's own docker-ce repository is the one source.
     assert engine["container_runtime_packages"]["os"] == ([] if el else ["docker.io"])
     assert engine["container_runtime_packages"]["docker"] == ["docker-ce", "docker-ce-cli", "containerd.io"]
-    trust, _ = os_vars("image_security", name, machine)
+    trust, _unused = os_vars("image_security", name, machine)
     assert trust["image_security_ca_trust_update"] == (["update-ca-trust", "extract"] if el else ["update-ca-certificates"])
     # cosign is packaged from Debian 13 (trixie) on only.
     assert trust["image_security_cosign_packaged"] is (name == "debian-13")
@@ -451,7 +450,7 @@ def test_dcgm_repo_overrides(name, machine):
     handed, url = shared_cuda_source(name, machine, gpu_monitoring_dcgm_repo_url="https://mirror.example/cuda/")
     assert (handed, url) == ("https://mirror.example/cuda/", "https://mirror.example/cuda")
     # An explicit architecture directory wins over gpufleet_node.machine.
-    _, url = shared_cuda_source(name, machine, gpu_monitoring_dcgm_repo_arch="x86_64")
+    _unused, url = shared_cuda_source(name, machine, gpu_monitoring_dcgm_repo_arch="x86_64")
     assert url.endswith("/%s/x86_64" % CUDA_DISTRO[name])
 
 
@@ -483,7 +482,7 @@ def test_nvidia_driver_plan_per_os_and_machine(name, machine):
     from ansible_collections.gpufleet.cluster.plugins.module_utils import driver_state, nvidia_driver
 
     source, branch, packages, kernel, headers_meta = DRIVER_ROWS[name]
-    found, _ = driver_os_vars(name, machine)
+    found, _unused = driver_os_vars(name, machine)
     assert found["nvidia_driver_os_source"] == source
     summary = node(name, machine)["os"]
     plan = nvidia_driver.driver_plan(summary["family"], summary["id"], source, branch, "open")
@@ -497,7 +496,7 @@ def test_nvidia_driver_plan_per_os_and_machine(name, machine):
 
 @pytest.mark.parametrize("name, machine", [(n, m) for n, m in MATRIX if DRIVER_ROWS[n][0] == "cuda"])
 def test_nvidia_driver_cuda_repository_follows_os_and_machine(name, machine):
-    _, rendered = driver_os_vars(name, machine)
+    _unused, rendered = driver_os_vars(name, machine)
     url = rendered["nvidia_driver__cuda_repo"]
     assert url == "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/" + (
         "sbsa" if machine == "aarch64" else "x86_64")

@@ -83,7 +83,7 @@ def test_roce_without_ipv4_gid_falls_back_to_default_index():
             {"index": 1, "gid": "fe80:0000:0000:0000:8ae9:a4ff:fe9c:7f1a", "type": "RoCE v2", "ndev": "x"}]
     assert rdma.roce_v2_ipv4_gid_index(gids) is None
     hcas = [{"name": "mlx5_0", "ports": [{"port": 1, "name": "mlx5_0:1", "state": "ACTIVE",
-                                           "link_layer": "Ethernet", "roce_v2_ipv4_gid_index": None}]}]
+                                          "link_layer": "Ethernet", "roce_v2_ipv4_gid_index": None}]}]
     assert rdma.summarize(hcas, default_gid_index=5)["nccl_ib_gid_index"] == 5
 
 
@@ -112,21 +112,21 @@ def test_down_port_gives_one_line_for_that_port_only():
 
 
 def test_each_miss_of_a_port_is_named_on_its_line():
-    _, problems = rdma_facts.run(params(ROCE, expect_state="ACTIVE", min_rate_gbps=400, link_layer="InfiniBand"))
+    _unused, problems = rdma_facts.run(params(ROCE, expect_state="ACTIVE", min_rate_gbps=400, link_layer="InfiniBand"))
     assert problems == [
         "mlx5_0 port 1 (0000:31:00.0): expected rate >= 400 Gb/s, link layer InfiniBand; "
         "found rate 100 Gb/sec (4X EDR), link layer Ethernet"]
 
 
 def test_hca_count_miss_lists_what_is_there():
-    _, problems = rdma_facts.run(params(DOWN, expect_hcas=8))
+    _unused, problems = rdma_facts.run(params(DOWN, expect_hcas=8))
     assert problems == ["expected 8 RDMA HCA(s), found 2 (mlx5_0, mlx5_1)"]
 
 
 def test_expectations_on_a_node_without_hcas(tmp_path):
-    _, problems = rdma_facts.run(params(str(tmp_path), expect_hcas=8, expect_state="ACTIVE"))
+    _unused, problems = rdma_facts.run(params(str(tmp_path), expect_hcas=8, expect_state="ACTIVE"))
     assert problems == ["expected 8 RDMA HCA(s), found 0 under /sys/class/infiniband"]
-    _, problems = rdma_facts.run(params(str(tmp_path), expect_state="ACTIVE"))
+    _unused, problems = rdma_facts.run(params(str(tmp_path), expect_state="ACTIVE"))
     assert problems == ["expected RDMA ports to check, found no RDMA device under /sys/class/infiniband"]
 
 
@@ -196,11 +196,11 @@ def test_bluefield_dpu_is_kept_out_of_nccl_and_ucx():
 
 def test_operator_lists_override_the_device_ids():
     # A Spectrum-X node whose BlueField-3 SuperNICs are the compute fabric: no device id is management.
-    facts, _ = rdma_facts.run(params(BF3, management_device_ids=[]))
+    facts, _unused = rdma_facts.run(params(BF3, management_device_ids=[]))
     assert facts["management"] == [] and facts["hca_count"] == 3
     assert facts["roce"] and facts["infiniband"]
     # A ConnectX-7 kept for storage by name, on top of the DPU.
-    facts, _ = rdma_facts.run(params(BF3, management_hcas=["mlx5_1"]))
+    facts, _unused = rdma_facts.run(params(BF3, management_hcas=["mlx5_1"]))
     assert facts["management"] == ["mlx5_1", "mlx5_2"]
     assert facts["management_hcas"][0]["role_reason"] == "named in management_hcas"
     assert facts["nccl_ib_hca"] == "=mlx5_0:1"

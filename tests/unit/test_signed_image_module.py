@@ -56,7 +56,8 @@ class FakeHost(object):
 def host(monkeypatch):
     fake = FakeHost()
 
-    patch_module(monkeypatch, lambda module, cmd, **kwargs: fake.run_command(module, cmd, **kwargs))
+    # A plain function, not the bound method: it is set on the AnsibleModule class, so the module comes in first.
+    patch_module(monkeypatch, lambda module, cmd, **kwargs: fake.run_command(module, cmd, **kwargs))  # pylint: disable=unnecessary-lambda
     return fake
 
 

@@ -13,7 +13,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import cosign as 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import verdicts as vd
 from conftest import FIXTURES
 from module_harness import Fail
-from test_signed_image_module import BASE, DIGEST, FAILURES, PINNED, REPO, VERIFY_OK, cmds, host, run  # noqa: F401 (host: fixture)
+from test_signed_image_module import BASE, DIGEST, FAILURES, PINNED, REPO, VERIFY_OK, cmds, host, run  # noqa: F401 host is a fixture; pylint: disable=unused-import
 
 RECORDED = json.loads(VERIFY_OK)
 

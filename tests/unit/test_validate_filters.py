@@ -233,11 +233,9 @@ def test_what_ran_groups_identical_verdicts_and_leaves_out_skips():
 
 
 def test_allreduce_words():
-    assert "allreduce exact (max 2, sum 6)" in v.mpi_verdict(mpi_run(), "host", ENTRIES, HOSTVARS, HOSTS,
-                                                            "gpu-01")["reason"]
+    assert "allreduce exact (max 2, sum 6)" in v.mpi_verdict(mpi_run(), "host", ENTRIES, HOSTVARS, HOSTS, "gpu-01")["reason"]
     wrong = mpi_run(passed=False, problems=["allreduce sum 5"], allreduce={"expected": {"sum": 6}, "got": {"sum": 5}})
-    assert "allreduce got sum 5, expected sum 6" in v.mpi_verdict(wrong, "host", ENTRIES, HOSTVARS, HOSTS,
-                                                                   "gpu-01")["reason"]
+    assert "allreduce got sum 5, expected sum 6" in v.mpi_verdict(wrong, "host", ENTRIES, HOSTVARS, HOSTS, "gpu-01")["reason"]
 
 
 # --- Fabric settings: what the container saw against the node's fabric env file ----------------------------------

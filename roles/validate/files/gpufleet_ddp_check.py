@@ -161,7 +161,7 @@ def gather_hostnames(dist, torch, device, world_size, width=128):
     """Every rank's hostname, via a fixed-width byte tensor (works on every backend, needs no numpy)."""
     raw = socket.gethostname().encode("utf-8")[:width].ljust(width, b"\0")
     mine = torch.tensor(list(raw), dtype=torch.uint8, device=device)
-    gathered = [torch.zeros_like(mine) for _ in range(world_size)]
+    gathered = [torch.zeros_like(mine) for _round in range(world_size)]
     dist.all_gather(gathered, mine)
     return [bytes(t.cpu().tolist()).rstrip(b"\0").decode("utf-8", "replace") for t in gathered]
 
@@ -239,7 +239,7 @@ def main(argv=None):
     loss.backward()
     optimizer.step()
     checksum = torch.stack([p.detach().double().sum() for p in model.parameters()]).sum().reshape(1)
-    gathered = [torch.zeros_like(checksum) for _ in range(world_size)]
+    gathered = [torch.zeros_like(checksum) for _round in range(world_size)]
     dist.all_gather(gathered, checksum)
     ddp_consistent = all(abs(float(g) - float(gathered[0])) < 1e-6 for g in gathered)
 
@@ -249,13 +249,13 @@ def main(argv=None):
     # one untimed round on a freshly filled tensor whose every element is checked against expected_values().
     numel = max(2, int(args.size_mb * 1024 * 1024 / 4))
     tensor = torch.zeros(numel, dtype=torch.float32, device=device)
-    for _ in range(args.warmup):
+    for _round in range(args.warmup):
         dist.all_reduce(tensor)
     synchronize()
     dist.barrier()
     synchronize()
     started = time.perf_counter()
-    for _ in range(args.iters):
+    for _round in range(args.iters):
         dist.all_reduce(tensor)
     synchronize()
     # The slowest rank's time: every rank then reaches the same verdict on the bandwidth floor.
@@ -273,7 +273,7 @@ def main(argv=None):
                "body_mismatches": int(torch.count_nonzero(tensor[:-1] != expected["body"]))}
 
     mine = torch.tensor([len(check_allreduce(samples, world_size))], dtype=torch.int64, device=device)
-    flags = [torch.zeros_like(mine) for _ in range(world_size)]
+    flags = [torch.zeros_like(mine) for _round in range(world_size)]
     dist.all_gather(flags, mine)
     wrong_ranks = [r for r, flag in enumerate(flags) if int(flag)]
     hosts = gather_hostnames(dist, torch, device, world_size)
