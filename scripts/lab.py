@@ -179,6 +179,9 @@ def write_inventory(indexes):
               "          ansible_host: %s" % REGISTRY,
               "          registry_address: %s" % registry_address(),
               "    image_builders:", "      hosts:", "        lab-registry: {}"]
+    if indexes:
+        # The first node also runs Prometheus (site.yml's play for the monitoring_servers group).
+        lines += ["    monitoring_servers:", "      hosts:", "        %s: {}" % node_name(indexes[0])]
     os.makedirs(os.path.dirname(INVENTORY), exist_ok=True)
     with open(INVENTORY, "w") as handle:
         handle.write("\n".join(lines) + "\n")
