@@ -2,11 +2,13 @@
 # ansible-test sanity on this collection. ansible-test wants the collection at a real
 # .../ansible_collections/gpufleet/cluster path (collections/ here is a symlink, which it resolves back to the
 # checkout), so the checkout's files (tracked, and new ones git does not ignore) are copied to
-# .cache/sanity/ansible_collections/gpufleet/cluster and the tests run there.
+# $GPUFLEET_SANITY_DIR/ansible_collections/gpufleet/cluster and the tests run there. GPUFLEET_SANITY_DIR defaults
+# to ~/.cache/gpufleet-sanity, outside the checkout, so that a fresh clone on the same machine (CI) reuses the
+# tool environments instead of installing them again (about 6 minutes).
 #
 # --venv: ansible-test builds its own virtual environments (one under the copy's tests/output/.tmp, one per test
 # with tool requirements under ~/.ansible/test/venv) and installs its pinned tool versions there, leaving .venv
-# alone. HOME points into .cache/sanity for it, so those environments and its caches stay there too; both are
+# alone. HOME points into $GPUFLEET_SANITY_DIR for it, so those environments and its caches stay there too; both are
 # kept between runs, so only the first run installs anything.
 #
 #   scripts/sanity.sh                   every sanity test
@@ -17,7 +19,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-dest=$root/.cache/sanity/ansible_collections/gpufleet/cluster
+sanity_dir=${GPUFLEET_SANITY_DIR:-$HOME/.cache/gpufleet-sanity}
+dest=$sanity_dir/ansible_collections/gpufleet/cluster
 
 [[ -x $root/.venv/bin/ansible-test ]] && export PATH=$root/.venv/bin:$PATH
 command -v ansible-test >/dev/null || { echo "ansible-test not found: run make venv first"; exit 1; }
@@ -31,7 +34,7 @@ python_version=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 
 # ansible-test runs pip with a bare environment (PATH, HOME, locale), so pip settings given as PIP_* variables (an
 # index, a CA bundle) would not reach it; they go, with the user's own pip.conf, into the pip.conf of that HOME.
-sanity_home=$root/.cache/sanity/home
+sanity_home=$sanity_dir/home
 mkdir -p "$sanity_home/.config/pip"
 python3 - "$HOME/.config/pip/pip.conf" "$sanity_home/.config/pip/pip.conf" <<'PY'
 import configparser, os, sys
