@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 context=${1:-build/ee/context}
 # Replace only an earlier build context (or an empty directory), never anything else the path may name.
-if [ -e "$context" ] && [ -n "$(ls -A "$context")" ] && ! [ -f "$context/Containerfile" -a -d "$context/_build" ]; then
+if [ -e "$context" ] && [ -n "$(ls -A "$context")" ] && ! { [ -f "$context/Containerfile" ] && [ -d "$context/_build" ]; }; then
   echo "ee: $context exists and is not a build context; give another path" >&2
   exit 1
 fi

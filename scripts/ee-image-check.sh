@@ -14,7 +14,6 @@
 # The job runs playbooks from a project copy without collections/, so gpufleet.cluster comes from the image.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD
 node_image=${GPUFLEET_NODE_IMAGE:-gpufleet-node:trixie}
 base=gpufleet-ee-check-base:local
 image=gpufleet-ee:check
@@ -47,6 +46,7 @@ log "base image $base ready ($((SECONDS - started)) s)"
 
 # The build context, as `make ee` makes it, with the changes listed above.
 scripts/ee-context.sh "$work/context" >/dev/null
+# shellcheck disable=SC2016  # the Containerfile line names $PYCMD literally; nothing is to expand here
 sed -i '/^RUN \/output\/scripts\/pip_install \$PYCMD$/d' "$work/context/Containerfile"
 printf '#!/bin/sh\necho "stand-in cosign for the build check v0.0.0"\n' >"$work/context/_build/bin/cosign"
 (cd "$work/context/_build/bin" && sha256sum cosign >SHA256SUMS)

@@ -101,8 +101,8 @@ def md_text(text, names):
     """Description text: Ansible markup (C(), I(), B(), ...) and known variable names become Markdown."""
     out = []
     pos = 0
-    pattern = re.compile(MARKUP.pattern + "|" + (r"\b(%s)\b" % "|".join(sorted(names, key=len, reverse=True))
-                                                if names else r"(?!x)x"))
+    names_pattern = (r"\b(%s)\b" % "|".join(sorted(names, key=len, reverse=True))) if names else r"(?!x)x"
+    pattern = re.compile(MARKUP.pattern + "|" + names_pattern)
     for match in pattern.finditer(text):
         out.append(md_escape(text[pos:match.start()]))
         kind, inner, name = match.group(1), match.group(2), match.group(3)
@@ -242,7 +242,7 @@ def readme_block(root, role):
     specs = argument_specs(root, role)
     names = set()
     for spec in specs.values():
-        names.update(name for name, _ in walk(spec.get("options") or {}) if "." not in name)
+        names.update(name for name, _unused in walk(spec.get("options") or {}) if "." not in name)
     main = specs["main"]
     others = [entry for entry in sorted(specs) if entry != "main"]
     lines = [BEGIN, ""]
@@ -331,7 +331,7 @@ def defaults_file(root, role, current):
     options = all_options(argument_specs(root, role))
     node = yaml.compose(current)
     lines = current.splitlines()
-    for key, _ in reversed(node.value if node is not None else []):
+    for key, _unused in reversed(node.value if node is not None else []):
         name = key.value
         if name not in options:
             raise SpecError("roles/%s/defaults/main.yml sets %s, which meta/argument_specs.yml does not describe"
