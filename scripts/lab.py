@@ -348,12 +348,16 @@ def main(argv):
     for name in ("up", "nodes"):
         cmd = sub.add_parser(name)
         cmd.add_argument("--nodes", type=int, default=int(os.environ.get("LAB_NODES", "2")))
-    run_cmd = sub.add_parser("run")
-    run_cmd.add_argument("extra", nargs=argparse.REMAINDER)
-    acceptance_cmd = sub.add_parser("acceptance")
-    acceptance_cmd.add_argument("extra", nargs=argparse.REMAINDER)
+    for name, what in (("run", "ansible-playbook"), ("acceptance", "pytest")):
+        cmd = sub.add_parser(name, help="extra arguments go to %s as they are" % what)
+        cmd.add_argument("extra", nargs="*", help="passed to %s (--tags, --limit, -k ...)" % what)
     sub.add_parser("down")
-    args = parser.parse_args(argv)
+    if argv[:1] in (["run"], ["acceptance"]) and not {"-h", "--help"} & set(argv[1:2]):
+        # Everything after the command belongs to ansible-playbook or pytest: argparse would take their
+        # options (--tags, -k) as its own.
+        args = argparse.Namespace(command=argv[0], extra=argv[2:] if argv[1:2] == ["--"] else argv[1:])
+    else:
+        args = parser.parse_args(argv)
     if args.command in ("up", "nodes") and not 1 <= args.nodes <= 200:
         parser.error("--nodes must be between 1 and 200")
     if args.command == "up":

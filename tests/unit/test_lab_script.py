@@ -29,3 +29,11 @@ def test_no_running_lab_is_a_clear_message(monkeypatch, tmp_path):
 def test_the_interpreters_tools_come_first_on_path(monkeypatch):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     assert lab.tool_path().split(os.pathsep) == [os.path.dirname(sys.executable), "/usr/bin", "/bin"]
+
+
+def test_run_passes_ansible_playbook_options_through(monkeypatch):
+    calls = []
+    monkeypatch.setattr(lab, "run_playbook", lambda *args, **kwargs: calls.append(args) or (0, {}))
+    assert lab.main(["run", "--tags", "fail2ban", "--limit", "lab-node1"]) == 0
+    assert lab.main(["run", "--", "-v"]) == 0
+    assert calls == [("site.yml", "--tags", "fail2ban", "--limit", "lab-node1"), ("site.yml", "-v")]
