@@ -282,14 +282,14 @@ def recap_changed(stats):
     return sum((stats.get("changed") or {}).values())
 
 
-def publish_image():
+def publish_image(quiet=False):
     """The lab registry (TLS from a lab CA, htpasswd), then the CPU training image pushed, signed and verified."""
     log("setting up the lab registry (TLS, htpasswd, cosign key)")
-    rc, _ = run_playbook(os.path.join("molecule", "_shared", "registry.yml"))
+    rc, _ = run_playbook(os.path.join("molecule", "_shared", "registry.yml"), quiet=quiet)
     if rc != 0:
         raise SystemExit("lab: the registry set-up failed (rc=%d)" % rc)
     log("publishing the training image: push, scan gate, cosign sign")
-    rc, _ = run_playbook(os.path.join("playbooks", "build_image.yml"))
+    rc, _ = run_playbook(os.path.join("playbooks", "build_image.yml"), quiet=quiet)
     if rc != 0:
         raise SystemExit("lab: playbooks/build_image.yml failed (rc=%d)" % rc)
 
