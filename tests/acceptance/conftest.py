@@ -13,8 +13,8 @@ settings (host, port, user, key, SSH arguments with their known_hosts), and test
 rendered values, written for the session into a private temporary directory: its SSH backend then reaches every
 node the way Ansible does, one ssh per command (multiplexed). An inventory that reaches a node with a password
 (SSH or become) is not copied: every command then goes through Ansible itself (testinfra's --force-ansible),
-which is slower but handles passwords and vaults. Commands run as root through sudo (testinfra's --sudo), as
-the admin account Ansible logs in with does, whether or not the inventory sets ansible_become.
+which is slower but handles passwords and vaults. Commands run as root through sudo, as the admin account
+Ansible logs in with does, whether or not the inventory sets ansible_become.
 """
 import os
 import shutil
@@ -40,7 +40,6 @@ def _target(config):
 
 
 def pytest_configure(config):
-    config.option.sudo = True
     inventory = _target(config)
     if inventory is None:
         return
@@ -48,6 +47,7 @@ def pytest_configure(config):
     config.gpufleet_expectations = (found, failed)
     if any(data.get("connection_password") for data in found.values()):
         config.option.force_ansible = True
+        config.option.sudo = True
         return
     config.gpufleet_tmp = tempfile.mkdtemp(prefix="gpufleet-acceptance-")
     config.option.ansible_inventory = write_connection_inventory(found, config.gpufleet_tmp)
@@ -98,6 +98,9 @@ def write_connection_inventory(found, directory):
     control = os.path.join(directory, "cp-%C")
     for name, data in sorted(found.items()):
         settings = {k: v for k, v in data["connection"].items() if v not in ("", None)}
+        # The checks read as root: testinfra's SSH backend wraps every command in sudo for a become host.
+        settings["ansible_become"] = True
+        settings.pop("ansible_become_user", None)
         if settings.get("ansible_connection", "ssh") in ("ssh", "ansible.builtin.ssh", "smart"):
             # One SSH connection per node for the whole session, as Ansible's ControlPersist gives it.
             settings["ansible_ssh_common_args"] = (settings.get("ansible_ssh_common_args", "")

@@ -53,7 +53,8 @@ class Node:
     def check(self, command, *args):
         """stdout of a command that must succeed."""
         result = self.run(command, *args)
-        assert result.rc == 0, "%s on %s: rc=%d %s" % (result.command, self.name, result.rc,
+        shown = command % tuple(shlex.quote(str(arg)) for arg in args) if args else command
+        assert result.rc == 0, "%s on %s: rc=%d %s" % (shown, self.name, result.rc,
                                                       (result.stderr or result.stdout).strip()[-800:])
         return result.stdout
 
