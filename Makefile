@@ -6,11 +6,14 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 LAB_NODES ?= 2
+# `make acceptance` tests these hosts of this inventory (the lab's nodes by default).
+INVENTORY ?= inventories/lab
+HOSTS ?= gpu_nodes
 export GPUFLEET_NODE_IMAGE ?= gpufleet-node:trixie
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help venv docker image training-image lab lab-up lab-down audit lint syntax unit docs collection sanity ee ee-image molecule test test-fast benchmark clean
+.PHONY: help venv docker image training-image lab lab-up lab-down acceptance audit lint syntax unit docs collection sanity ee ee-image molecule test test-fast benchmark clean
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -41,8 +44,11 @@ image: docker  ## Build the Debian 13 and Debian 12 node images (cached by recip
 training-image: docker  ## Build the CPU training image (cached by recipe)
 	@scripts/build-training-image.sh
 
-lab: venv image  ## Start LAB_NODES node containers and run site.yml + validate on them over SSH
+lab: venv image  ## Start LAB_NODES node containers, run site.yml + validate on them over SSH, then the acceptance tests
 	@$(BIN)/python scripts/lab.py up --nodes $(LAB_NODES)
+
+acceptance: venv  ## Is each node done? testinfra over Ansible's connection: HOSTS of INVENTORY (default: the lab's nodes)
+	$(BIN)/pytest -v -rs tests/acceptance --hosts=ansible://$(HOSTS) --ansible-inventory=$(INVENTORY)
 
 audit: venv  ## Lynis hardening index and what is left, per lab node (after make lab)
 	@$(BIN)/python scripts/lynis-audit.py

@@ -7,16 +7,20 @@ Prints, for each fleet size: the first converge (wall time, split into package d
 rest), the no-op re-run (wall time, task count, tasks per second, changed count), the ten slowest no-op tasks,
 the large/small ratio, and the floor: a playbook of the same number of ansible.builtin.ping tasks on one node.
 This is a measurement, not a test: it asserts nothing and always tears the lab down at the end (unless --keep).
+
+The playbooks run through ansible-runner (scripts/lab.py's run_playbook); the per-task figures come from its
+event stream: every task result (runner_on_ok, _failed, _skipped, _unreachable) carries its host, its task's
+place in the source and its start, end and duration.
 """
 import argparse
-import json
 import os
-import re
 import resource
 import subprocess
 import sys
 import tempfile
 import time
+
+import lab
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAB = [sys.executable, os.path.join(ROOT, "scripts", "lab.py")]
@@ -24,7 +28,7 @@ PACKAGE_ACTIONS = {"ansible.builtin.apt", "ansible.builtin.package", "ansible.bu
                    "ansible.builtin.apt_repository", "ansible.builtin.deb822_repository"}
 
 
-CPU = {}  # figures of the last run_json: controller and node CPU seconds
+CPU = {}  # figures of the last run_events: controller and node CPU seconds
 
 
 def _children_cpu():
@@ -56,71 +60,69 @@ def node_cpu_seconds():
     return total if found else None
 
 
-def run_json(playbook, *extra):
-    """Run a playbook with the ansible.posix.json callback; return (seconds, parsed output).
+RESULT_EVENTS = ("runner_on_ok", "runner_on_failed", "runner_on_skipped", "runner_on_unreachable")
+
+
+def run_events(playbook, *extra):
+    """Run a playbook quietly through ansible-runner; return (seconds, its task-result events).
 
     CPU gets the controller's CPU seconds (ansible-playbook, its forks and ssh) and the nodes' (their
     containers' cgroups) for the run."""
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
-               ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
-    cmd = ["ansible-playbook", "-i", os.path.join(ROOT, "inventories", "lab"), playbook] + list(extra)
+    events = []
+
+    def keep(event):
+        if event.get("event") in RESULT_EVENTS:
+            events.append(event)
+
     cpu_before, nodes_before = _children_cpu(), node_cpu_seconds()
     started = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, check=False, text=True)
+    rc, stats = lab.run_playbook(playbook, *extra, quiet=True, on_event=keep)
     seconds = time.monotonic() - started
     nodes_after = node_cpu_seconds()
     CPU.clear()
     CPU.update(controller=_children_cpu() - cpu_before,
                nodes=None if nodes_before is None or nodes_after is None else nodes_after - nodes_before)
-    try:
-        data = json.loads(proc.stdout[proc.stdout.index("{"):])
-    except ValueError:
-        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
-        raise SystemExit("benchmark: %s did not produce JSON output (rc=%d)" % (playbook, proc.returncode))
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stderr[-3000:])
-        raise SystemExit("benchmark: %s failed (rc=%d)" % (playbook, proc.returncode))
-    return seconds, data
+    if rc != 0:
+        failed = [e["event_data"] for e in events if e["event"] in ("runner_on_failed", "runner_on_unreachable")
+                  and not e["event_data"].get("ignore_errors")]
+        for data in failed[:5]:
+            sys.stderr.write("%s: %s: %s\n" % (data.get("host"), data.get("task"),
+                                               str(data.get("res", {}).get("msg", ""))[:500]))
+        raise SystemExit("benchmark: %s failed (rc=%d, recap %s)" % (playbook, rc, stats.get("failures")))
+    return seconds, events
 
 
-def task_rows(data):
-    """One row per task: name, action, seconds, host count, changed count.
+def task_rows(events):
+    """One row per task: name, action, seconds, host count, changed count, skipped.
 
-    Under strategy free the callback records a task once per host that runs it: those entries (same play,
-    same place in the source) are merged into one row whose seconds are the longest host's, as a linear
-    play's task lasts as long as its slowest host."""
+    A task is keyed by its play and its place in the source (task_path; the task's id where there is none), so
+    the results of one task on every host land in one row, also under strategy free (where hosts reach a task
+    at different times) and for included tasks (which get a new id per host). A row's seconds are the longest
+    host's: a linear play's task lasts as long as its slowest host."""
     merged = {}
-    for play in data.get("plays", []):
-        for task in play.get("tasks", []):
-            info = task.get("task", {})
-            # Included tasks may get a new id per host under strategy free: their place in the source is stable.
-            key = (play.get("play", {}).get("id"), info.get("path") or info.get("id") or id(task), info.get("name"))
-            duration = info.get("duration", {})
-            entry = merged.setdefault(key, {"name": info.get("name", "?"), "hosts": {}, "seconds": 0.0})
-            entry["hosts"].update(task.get("hosts", {}))
-            if duration.get("start") and duration.get("end"):
-                entry["seconds"] = max(entry["seconds"], _ts(duration["end"]) - _ts(duration["start"]))
+    for event in events:
+        data = event.get("event_data", {})
+        key = (data.get("play_uuid"), data.get("task_path") or data.get("task_uuid"), data.get("task"))
+        entry = merged.setdefault(key, {"name": data.get("task") or "?", "hosts": {}, "changed_hosts": set(),
+                                        "seconds": 0.0,
+                                        "action": data.get("resolved_action") or data.get("task_action") or ""})
+        entry["hosts"][data.get("host")] = event["event"]
+        if event["event"] == "runner_on_ok" and (data.get("res") or {}).get("changed"):
+            entry["changed_hosts"].add(data.get("host"))
+        if data.get("duration") is not None:
+            entry["seconds"] = max(entry["seconds"], float(data["duration"]))
     rows = []
     for entry in merged.values():
         hosts = entry["hosts"]
-        actions = {h.get("action") for h in hosts.values() if isinstance(h, dict) and h.get("action")}
         rows.append({
             "name": entry["name"],
-            "action": next(iter(actions), ""),
+            "action": entry["action"],
             "seconds": entry["seconds"],
             "hosts": len(hosts),
-            "changed": sum(1 for h in hosts.values() if isinstance(h, dict) and h.get("changed")),
-            "skipped": all(isinstance(h, dict) and h.get("skipped") for h in hosts.values()) if hosts else True,
+            "changed": len(entry["changed_hosts"]),
+            "skipped": all(outcome == "runner_on_skipped" for outcome in hosts.values()),
         })
     return rows
-
-
-def _ts(value):
-    # 2026-11-29T19:10:46.123456Z
-    match = re.match(r"(\d+)-(\d+)-(\d+)T(\d+):(\d+):(\d+(?:\.\d+)?)", value)
-    y, mo, d, h, mi, s = match.groups()
-    import calendar
-    return calendar.timegm((int(y), int(mo), int(d), int(h), int(mi), 0)) + float(s)
 
 
 def summarize(label, seconds, rows):
@@ -148,10 +150,10 @@ def ping_floor(task_count):
             handle.write("    - name: Ping %d\n      ansible.builtin.ping:\n" % index)
         path = handle.name
     try:
-        seconds, data = run_json(path)
+        seconds, events = run_events(path)
     finally:
         os.remove(path)
-    return seconds, task_rows(data)
+    return seconds, task_rows(events)
 
 
 def main(argv):
@@ -167,13 +169,16 @@ def main(argv):
     try:
         for size in (args.nodes_small, args.nodes_large):
             subprocess.check_call(LAB + ["nodes", "--nodes", str(size)], stdout=subprocess.DEVNULL)
-            seconds, data = run_json("site.yml")
-            rows = task_rows(data)
+            if not figures:
+                # site.yml distributes the signed training image: the lab registry publishes it first (not timed).
+                lab.publish_image(quiet=True)
+            seconds, events = run_events("site.yml")
+            rows = task_rows(events)
             packages, rest = split_packages(rows)
             summarize("%d node(s) first converge" % size, seconds, rows)
             print("%-28s package tasks %.1fs, other tasks %.1fs (task time, summed)" % ("", packages, rest))
-            seconds, data = run_json("site.yml")
-            rows = task_rows(data)
+            seconds, events = run_events("site.yml")
+            rows = task_rows(events)
             figures[size] = summarize("%d node(s) no-op re-run" % size, seconds, rows)
             print("  ten slowest no-op tasks:")
             for row in sorted(rows, key=lambda r: r["seconds"], reverse=True)[:10]:

@@ -2,10 +2,16 @@
 """The local lab: systemd node containers reached by Ansible over real SSH.
 
     python scripts/lab.py up [--nodes N]   start N nodes (default 2) and the lab registry, publish the signed CPU
-                                            training image, run site.yml twice and validate.yml
+                                            training image, run site.yml twice, validate.yml and the acceptance
+                                            tests
     python scripts/lab.py nodes [--nodes N] only start the nodes and write the inventory
     python scripts/lab.py run [ARGS...]    run site.yml against the lab (extra ansible-playbook ARGS)
+    python scripts/lab.py acceptance [ARGS...]  the acceptance tests (tests/acceptance) against the lab's nodes
     python scripts/lab.py down              remove every container, network, volume and key the lab made
+
+Playbooks run through ansible-runner (its event stream gives the recap and the timings; the output streams to
+the terminal as ansible-playbook prints it), with the ansible-playbook installed beside this Python (.venv/bin)
+first on PATH, as make gives it.
 
 Environment: GPUFLEET_NODE_IMAGE (node image), LAB_SUBNET (default 172.30.240.0/24), LAB_NETWORK
 (default gpufleet-lab). Everything the lab creates carries the label gpufleet.lab=1.
@@ -15,9 +21,11 @@ import ipaddress
 import os
 import re
 import secrets
+import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -220,55 +228,103 @@ def nodes(count):
     return indexes
 
 
-def playbook(path, *extra, capture_recap=False):
-    cmd = ["ansible-playbook", "-i", os.path.join(ROOT, "inventories", "lab"), path] + list(extra)
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
-    if not capture_recap:
-        return subprocess.call(cmd, cwd=ROOT, env=env), ""
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    output = []
-    for line in proc.stdout:
-        sys.stdout.write(line)
-        output.append(line)
-    return proc.wait(), "".join(output)
+def tool_path():
+    """PATH with the directory of this Python's own tools first (.venv/bin when run with .venv/bin/python), as
+    make sets it: ansible-playbook, ansible-runner and the collections' Python come from one install."""
+    return os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", os.defpath)])
 
 
-def recap_changed(output):
-    """Sum changed= over the PLAY RECAP lines of one ansible-playbook run."""
-    recap = output[output.rfind("PLAY RECAP"):]
-    return sum(int(n) for n in re.findall(r"changed=(\d+)", recap))
+def run_playbook(path, *extra, quiet=False, on_event=None, inventory=None):
+    """Run one playbook against the lab with ansible-runner; return (rc, stats).
+
+    stats is the PLAY RECAP as numbers ({'changed': {host: n}, 'failures': ...}). The output streams to the
+    terminal unless quiet; on_event, when given, gets every runner event (task results with their timings)."""
+    try:
+        import ansible_runner
+    except ImportError:
+        raise SystemExit("lab: ansible-runner is not installed for %s. Run `make lab` (it makes .venv), or use "
+                         ".venv/bin/python scripts/lab.py ..." % sys.executable)
+    search = tool_path()
+    if not shutil.which("ansible-playbook", path=search):
+        raise SystemExit("lab: ansible-playbook was not found beside %s nor on PATH. Run `make lab` (it makes "
+                         ".venv with the pinned Ansible), or put the virtual environment first on PATH: "
+                         "export PATH=$PWD/.venv/bin:$PATH" % sys.executable)
+    inventory = inventory or os.path.join(ROOT, "inventories", "lab")
+    if inventory == os.path.join(ROOT, "inventories", "lab") and not os.path.exists(INVENTORY):
+        raise SystemExit("lab: no lab is running (%s is missing): start it with `make lab`"
+                         % os.path.relpath(INVENTORY, ROOT))
+    stats = {}
+
+    def handler(event):
+        if event.get("event") == "playbook_on_stats":
+            stats.update(event.get("event_data", {}))
+        if on_event is not None:
+            on_event(event)
+        return False  # nothing is kept on disk: the handlers have what they need
+
+    envvars = {
+        "ANSIBLE_CONFIG": os.path.join(ROOT, "ansible.cfg"),
+        "PATH": search,
+        # ansible-runner turns host key checking off unless told otherwise; the lab checks every node's key.
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
+    }
+    with tempfile.TemporaryDirectory(prefix="gpufleet-runner-") as private:
+        result = ansible_runner.run(
+            private_data_dir=private, project_dir=ROOT, playbook=os.path.join(ROOT, path),
+            inventory=[inventory], cmdline=shlex.join(extra) if extra else None, envvars=envvars,
+            suppress_env_files=True, quiet=quiet, event_handler=handler,
+            # ansible.cfg's fact cache (.cache/facts) stays: ansible-runner would point it at its own artifacts.
+            fact_cache_type=None)
+    if not quiet:
+        print(flush=True)  # ansible-playbook's last line has no newline under ansible-runner
+    return result.rc, stats
 
 
-def publish_image():
+def recap_changed(stats):
+    """Sum of changed= over the PLAY RECAP of one run."""
+    return sum((stats.get("changed") or {}).values())
+
+
+def publish_image(quiet=False):
     """The lab registry (TLS from a lab CA, htpasswd), then the CPU training image pushed, signed and verified."""
     log("setting up the lab registry (TLS, htpasswd, cosign key)")
-    rc, _unused = playbook(os.path.join("molecule", "_shared", "registry.yml"))
+    rc, _unused = run_playbook(os.path.join("molecule", "_shared", "registry.yml"), quiet=quiet)
     if rc != 0:
         raise SystemExit("lab: the registry set-up failed (rc=%d)" % rc)
     log("publishing the training image: push, scan gate, cosign sign")
-    rc, _unused = playbook(os.path.join("playbooks", "build_image.yml"))
+    rc, _unused = run_playbook(os.path.join("playbooks", "build_image.yml"), quiet=quiet)
     if rc != 0:
         raise SystemExit("lab: playbooks/build_image.yml failed (rc=%d)" % rc)
+
+
+def acceptance(*extra):
+    """The acceptance tests against the lab's nodes: the same command `make acceptance` runs."""
+    cmd = [sys.executable, "-m", "pytest", "-v", "-rs", os.path.join("tests", "acceptance"),
+           "--hosts=ansible://gpu_nodes", "--ansible-inventory=" + os.path.join("inventories", "lab")] + list(extra)
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), PATH=tool_path())
+    return subprocess.call(cmd, cwd=ROOT, env=env)
 
 
 def up(count):
     nodes(count)
     publish_image()
     log("converging site.yml")
-    rc, _unused = playbook("site.yml")
+    rc, _unused = run_playbook("site.yml")
     if rc != 0:
         raise SystemExit("lab: site.yml failed (rc=%d)" % rc)
     log("second run of site.yml: must change nothing")
-    rc, output = playbook("site.yml", capture_recap=True)
-    changed = recap_changed(output)
+    rc, stats = run_playbook("site.yml")
+    changed = recap_changed(stats)
     if rc != 0 or changed:
         raise SystemExit("lab: second site.yml run rc=%d changed=%d (expected 0 and 0)" % (rc, changed))
     log("second run: changed=0")
-    validate = os.path.join("playbooks", "validate.yml")
-    if os.path.exists(os.path.join(ROOT, validate)):
-        rc, _unused = playbook(validate)
-        if rc != 0:
-            raise SystemExit("lab: validate.yml failed (rc=%d)" % rc)
+    rc, _unused = run_playbook(os.path.join("playbooks", "validate.yml"))
+    if rc != 0:
+        raise SystemExit("lab: validate.yml failed (rc=%d)" % rc)
+    log("acceptance tests (tests/acceptance) on the lab's nodes")
+    rc = acceptance()
+    if rc != 0:
+        raise SystemExit("lab: the acceptance tests failed (rc=%d)" % rc)
     log("done; `make lab-down` removes the lab")
 
 
@@ -295,10 +351,16 @@ def main(argv):
     for name in ("up", "nodes"):
         cmd = sub.add_parser(name)
         cmd.add_argument("--nodes", type=int, default=int(os.environ.get("LAB_NODES", "2")))
-    run_cmd = sub.add_parser("run")
-    run_cmd.add_argument("extra", nargs=argparse.REMAINDER)
+    for name, what in (("run", "ansible-playbook"), ("acceptance", "pytest")):
+        cmd = sub.add_parser(name, help="extra arguments go to %s as they are" % what)
+        cmd.add_argument("extra", nargs="*", help="passed to %s (--tags, --limit, -k ...)" % what)
     sub.add_parser("down")
-    args = parser.parse_args(argv)
+    if argv[:1] in (["run"], ["acceptance"]) and not {"-h", "--help"} & set(argv[1:2]):
+        # Everything after the command belongs to ansible-playbook or pytest: argparse would take their
+        # options (--tags, -k) as its own.
+        args = argparse.Namespace(command=argv[0], extra=argv[2:] if argv[1:2] == ["--"] else argv[1:])
+    else:
+        args = parser.parse_args(argv)
     if args.command in ("up", "nodes") and not 1 <= args.nodes <= 200:
         parser.error("--nodes must be between 1 and 200")
     if args.command == "up":
@@ -306,7 +368,12 @@ def main(argv):
     elif args.command == "nodes":
         nodes(args.nodes)
     elif args.command == "run":
-        return playbook("site.yml", *args.extra)[0]
+        return run_playbook("site.yml", *args.extra)[0]
+    elif args.command == "acceptance":
+        if not os.path.exists(INVENTORY):
+            raise SystemExit("lab: no lab is running (%s is missing): start it with `make lab`"
+                             % os.path.relpath(INVENTORY, ROOT))
+        return acceptance(*args.extra)
     else:
         down()
     return 0

@@ -1,0 +1,68 @@
+"""scripts/benchmark.py: per-task figures from ansible-runner's event stream (recorded events)."""
+import json
+import os
+import sys
+
+from conftest import ROOT, fixture_parts
+
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import benchmark  # noqa: E402  (scripts/ is not a package)
+
+
+def events():
+    _, body = fixture_parts("runner-events", "two-plays.jsonl")
+    return [json.loads(line) for line in body.splitlines() if line.strip()]
+
+
+def rows_by_name():
+    return {row["name"]: row for row in benchmark.task_rows(events())}
+
+
+def test_one_row_per_task_with_every_host():
+    rows = rows_by_name()
+    assert sorted(rows) == sorted([
+        "Sleep a little, longer on b", "Skip on every host", "Include a task file", "Included ping",
+        "Ping under strategy free", "Change only on a"])
+    assert all(row["hosts"] == 2 for row in rows.values())
+
+
+def test_seconds_are_the_slowest_hosts():
+    rows = rows_by_name()
+    durations = {}
+    for event in events():
+        data = event["event_data"]
+        durations.setdefault(data["task"], []).append(data["duration"])
+    for name, row in rows.items():
+        assert row["seconds"] == max(durations[name])
+    # sleep 0.6 on b, 0.1 on a: b's result is the row's
+    sleep = [e["event_data"] for e in events() if e["event_data"]["task"] == "Sleep a little, longer on b"]
+    assert rows["Sleep a little, longer on b"]["seconds"] == next(d["duration"] for d in sleep if d["host"] == "b")
+
+
+def test_changed_and_skipped_counts():
+    rows = rows_by_name()
+    assert rows["Sleep a little, longer on b"]["changed"] == 2
+    assert rows["Change only on a"]["changed"] == 1
+    assert rows["Ping under strategy free"]["changed"] == 0
+    assert rows["Skip on every host"]["skipped"] is True
+    assert rows["Included ping"]["skipped"] is False
+
+
+def test_actions_and_package_split():
+    rows = benchmark.task_rows(events())
+    by_name = {row["name"]: row for row in rows}
+    assert by_name["Include a task file"]["action"] == "ansible.builtin.include_tasks"
+    assert by_name["Change only on a"]["action"] == "ansible.builtin.command"
+    packages, rest = benchmark.split_packages(rows)
+    assert packages == 0
+    assert abs(rest - sum(row["seconds"] for row in rows)) < 1e-9
+
+
+def test_summary_line(capsys):
+    rows = benchmark.task_rows(events())
+    benchmark.CPU.clear()
+    benchmark.CPU.update(controller=3.0, nodes=None)
+    figures = benchmark.summarize("2 node(s) no-op re-run", 12.0, rows)
+    out = capsys.readouterr().out
+    assert figures == {"seconds": 12.0, "tasks": 6, "executions": 12, "changed": 3, "cpu": 3.0}
+    assert "tasks    6  task-host runs    12  tasks/s   0.50  changed 3" in out

@@ -1,0 +1,39 @@
+"""scripts/lab.py: what it says when it cannot run a playbook, before anything is started."""
+import os
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import lab  # noqa: E402  (scripts/ is not a package)
+
+
+def test_missing_ansible_playbook_is_a_clear_message(monkeypatch):
+    monkeypatch.setattr(lab.shutil, "which", lambda name, path=None: None)
+    with pytest.raises(SystemExit) as stop:
+        lab.run_playbook("site.yml")
+    message = str(stop.value)
+    assert message.startswith("lab: ansible-playbook was not found beside %s nor on PATH" % sys.executable)
+    assert "make lab" in message and ".venv/bin" in message
+
+
+def test_no_running_lab_is_a_clear_message(monkeypatch, tmp_path):
+    monkeypatch.setattr(lab, "INVENTORY", str(tmp_path / "hosts.yml"))
+    with pytest.raises(SystemExit) as stop:
+        lab.run_playbook("site.yml")
+    assert "no lab is running" in str(stop.value) and "make lab" in str(stop.value)
+
+
+def test_the_interpreters_tools_come_first_on_path(monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert lab.tool_path().split(os.pathsep) == [os.path.dirname(sys.executable), "/usr/bin", "/bin"]
+
+
+def test_run_passes_ansible_playbook_options_through(monkeypatch):
+    calls = []
+    monkeypatch.setattr(lab, "run_playbook", lambda *args, **kwargs: calls.append(args) or (0, {}))
+    assert lab.main(["run", "--tags", "fail2ban", "--limit", "lab-node1"]) == 0
+    assert lab.main(["run", "--", "-v"]) == 0
+    assert calls == [("site.yml", "--tags", "fail2ban", "--limit", "lab-node1"), ("site.yml", "-v")]
