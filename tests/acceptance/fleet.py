@@ -54,8 +54,8 @@ class Node:
         """stdout of a command that must succeed."""
         result = self.run(command, *args)
         shown = command % tuple(shlex.quote(str(arg)) for arg in args) if args else command
-        assert result.rc == 0, "%s on %s: rc=%d %s" % (shown, self.name, result.rc,
-                                                      (result.stderr or result.stdout).strip()[-800:])
+        said = (result.stderr or result.stdout).strip()[-800:]
+        assert result.rc == 0, "%s on %s: rc=%d %s" % (shown, self.name, result.rc, said)
         return result.stdout
 
     def read(self, path):
@@ -104,7 +104,6 @@ class Node:
         return self._cached("docker_info", lambda: json.loads(self.check("docker info --format '{{json .}}'")))
 
 
-
 def key_value_lines(text, separator="="):
     """{KEY: VALUE} of KEY=VALUE (or 'key = value') lines, comments and blank lines left out."""
     out = {}
@@ -112,7 +111,7 @@ def key_value_lines(text, separator="="):
         line = line.strip()
         if not line or line.startswith("#") or separator not in line:
             continue
-        key, _, value = line.partition(separator)
+        key, _sep, value = line.partition(separator)
         out[key.strip()] = value.strip()
     return out
 

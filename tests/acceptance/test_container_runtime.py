@@ -72,7 +72,7 @@ def test_running_docker_uses_daemon_json(node, expect, daemon_json):
     info = node.docker_info
     assert info.get("LoggingDriver") == daemon_json["log-driver"], info.get("LoggingDriver")
     assert info.get("LiveRestoreEnabled") == daemon_json["live-restore"], info.get("LiveRestoreEnabled")
-    if daemon_json.get("no-new-privileges") and int(str(info.get("ServerVersion", "0")).split(".")[0]) >= 23:
+    if daemon_json.get("no-new-privileges") and int(str(info.get("ServerVersion", "0")).split(".", maxsplit=1)[0]) >= 23:
         assert "name=no-new-privileges" in info.get("SecurityOptions", []), info.get("SecurityOptions")
     assert not [h for h in daemon_json.get("hosts", []) if h.startswith("tcp://")] or daemon_json.get("tlsverify"), (
         "%s: the Docker API listens on TCP without TLS client verification" % node.name)

@@ -96,4 +96,3 @@ def test_launcher_runs_the_verified_image_as_the_training_user(node, expect, rec
         assert out[2].strip() == fabric["NCCL_SOCKET_IFNAME"], (
             "%s: NCCL_SOCKET_IFNAME in the container is %r, the fabric env file says %r"
             % (node.name, out[2], fabric["NCCL_SOCKET_IFNAME"]))
-

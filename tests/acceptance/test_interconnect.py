@@ -13,7 +13,7 @@ def compute_hcas(node, ic):
                    "printf '%s %s\\n' \"${d##*/}\" \"$(cat \"$d/device/device\" 2>/dev/null)\"; done").stdout
     hcas = []
     for line in out.splitlines():
-        name, _, device = line.partition(" ")
+        name, _sep, device = line.partition(" ")
         if name in ic["exclude_hcas"] or name in ic["management_hcas"] or device.strip() in ic["management_device_ids"]:
             continue
         hcas.append(name)
@@ -56,8 +56,8 @@ def test_openmpi_mca_params(node, ic, sysconfdir):
     overrides = ic["mca_params"]
     if "pml" not in overrides:
         want = "ucx" if hcas else "ob1"
-        assert mca.get("pml") == want, "%s: pml is %s with %d compute HCA(s) %s" % (node.name, mca.get("pml"),
-                                                                                   len(hcas), hcas)
+        assert mca.get("pml") == want, "%s: pml is %s with %d compute HCA(s) %s" % (
+            node.name, mca.get("pml"), len(hcas), hcas)
     if ic["cluster_network"]:
         assert mca.get("btl_tcp_if_include") == ic["cluster_network"], mca
     else:
@@ -115,8 +115,8 @@ def test_ucx_settings_in_effect(node, ic):
         assert "UCX_NET_DEVICES" not in fabric or "UCX_NET_DEVICES" in want, fabric
         assert "UCX_TLS" not in fabric or "UCX_TLS" in want, fabric
     for key, value in want.items():
-        assert effective.get(key) == value, "%s: UCX runs with %s=%s, want %s" % (node.name, key,
-                                                                                 effective.get(key), value)
+        assert effective.get(key) == value, "%s: UCX runs with %s=%s, want %s" % (
+            node.name, key, effective.get(key), value)
 
 
 def test_fabric_env_matches_the_files(node, ic):

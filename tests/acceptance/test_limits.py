@@ -58,6 +58,6 @@ def test_systemd_services_memlock_unlimited(node):
     if effective != "infinity" and node.container:
         hard = node.check("sh -c 'ulimit -H -l'").strip()
         pytest.skip("%s is a %s container whose own memlock limit is %s KiB: systemd cannot raise its default "
-                    "(DefaultLimitMEMLOCK=%s), the file is written for the host" % (node.name, node.container, hard,
-                                                                                  effective))
+                    "(DefaultLimitMEMLOCK=%s), the file is written for the host"
+                    % (node.name, node.container, hard, effective))
     assert effective == "infinity", "%s: systemd's DefaultLimitMEMLOCK is %s" % (node.name, effective)

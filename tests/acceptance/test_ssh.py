@@ -17,7 +17,7 @@ def sshd_effective(node, user=None, addr=None):
     out = node.check(command)
     result = {}
     for line in out.splitlines():
-        key, _, value = line.partition(" ")
+        key, _sep, value = line.partition(" ")
         result.setdefault(key.lower(), []).append(value)
     return {key: values[0] if len(values) == 1 else values for key, values in result.items()}
 

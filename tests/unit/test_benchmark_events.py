@@ -10,7 +10,7 @@ import benchmark  # noqa: E402  (scripts/ is not a package)
 
 
 def events():
-    _, body = fixture_parts("runner-events", "two-plays.jsonl")
+    _unused, body = fixture_parts("runner-events", "two-plays.jsonl")
     return [json.loads(line) for line in body.splitlines() if line.strip()]
 
 
