@@ -21,3 +21,16 @@ def fixture_parts(subdir, name):
     assert all(line.startswith("# ") for line in lines), name
     assert lines and lines[0].startswith("# source: "), "%s does not name its source" % name
     return lines, body
+
+
+def render_role_template(role, name, variables, filters=None):
+    """roles/<role>/templates/<name> rendered as the template module does it (trim_blocks, Ansible's `comment`
+    filter, plus the filters given), with an undefined variable an error rather than an empty string."""
+    import jinja2
+    from ansible.plugins.filter.core import comment
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROOT, "roles", role, "templates")),
+                             trim_blocks=True, undefined=jinja2.StrictUndefined)
+    env.filters["comment"] = comment
+    env.filters.update(filters or {})
+    return env.get_template(name).render(**variables)

@@ -4,19 +4,14 @@
 dcgm-exporter cannot run here (no GPU, no NVIDIA registry), so its unit file is checked as rendered: the flag
 names are dcgm-exporter's own (--address, --web-config-file).
 """
-import os
 
-import jinja2
 import pytest
 import yaml
 
-from ansible.plugins.filter.core import comment
-
 from ansible_collections.gpufleet.cluster.plugins.filter import file_sd
 
-from conftest import ROOT
+from conftest import render_role_template
 
-TEMPLATES = os.path.join(ROOT, "roles", "gpu_monitoring", "templates")
 # bcrypt of "molecule-only-secret" (htpasswd -nbBC 10 prometheus molecule-only-secret), as molecule uses it.
 HASH = "$2y$10$eP5FK26LJ/FXT5L5KAetgexa7DYbkkpLcmndcVtHM/hUdKgbMcXIi"
 ADDRESSES = ["172.17.0.2", "10.231.9.11", "fd00:9::11"]
@@ -126,9 +121,6 @@ def test_scrape_user_must_be_one_of_the_users():
 # --- templates ------------------------------------------------------------------------------------------------
 
 def render(name, **variables):
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), trim_blocks=True,
-                             undefined=jinja2.StrictUndefined)
-    env.filters["comment"] = comment
     base = dict(
         ansible_managed="Ansible managed", gpu_monitoring_node_exporter_textfile_dir="/var/lib/prometheus/node-exporter",
         gpu_monitoring_node_exporter_extra_args=[], __gpu_monitoring_web_config_file="/etc/gpufleet-exporters/web-config.yml",
@@ -140,7 +132,7 @@ def render(name, **variables):
         __gpu_monitoring_dcgm_exporter_image="registry.example/dcgm-exporter@sha256:" + "0" * 64,
         gpu_monitoring_dcgm_exporter_port=9400, gpu_monitoring_dcgm_exporter_interval_ms=30000)
     base.update(variables)
-    return env.get_template(name).render(**base)
+    return render_role_template("gpu_monitoring", name, base)
 
 
 def test_node_exporter_flags_bind_and_name_the_web_configuration():

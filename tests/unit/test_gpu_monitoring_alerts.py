@@ -9,14 +9,13 @@ import json
 import os
 import re
 
-import jinja2
 import yaml
 
-from ansible.plugins.filter.core import comment, to_nice_yaml
+from ansible.plugins.filter.core import to_nice_yaml
 
 from ansible_collections.gpufleet.cluster.plugins.filter import file_sd
 
-from conftest import ROOT
+from conftest import ROOT, render_role_template
 
 ROLE = os.path.join(ROOT, "roles", "gpu_monitoring")
 PROM = os.path.join(ROLE, "files", "prometheus")
@@ -116,10 +115,6 @@ def test_the_dashboard_panels_read_collected_metrics_only():
 # --- the Prometheus server's configuration and flags, as the templates render them ----------------------------
 
 def render(name, **variables):
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROLE, "templates")), trim_blocks=True,
-                             undefined=jinja2.StrictUndefined)
-    env.filters["comment"] = comment
-    env.filters["to_nice_yaml"] = to_nice_yaml
     base = dict(ansible_managed="Ansible managed", gpu_monitoring_cluster_name="lab",
                 gpu_monitoring_prometheus_scrape_interval="30s", gpu_monitoring_prometheus_evaluation_interval="30s",
                 __gpu_monitoring_prometheus_rules_dir="/etc/prometheus/rules",
@@ -127,7 +122,7 @@ def render(name, **variables):
                 gpu_monitoring_prometheus_extra_args=[],
                 __gpu_monitoring_web_config_file="/etc/gpufleet-exporters/web-config.yml")
     base.update(variables)
-    return env.get_template(name).render(**base)
+    return render_role_template("gpu_monitoring", name, base, {"to_nice_yaml": to_nice_yaml})
 
 
 def test_prometheus_configuration_holds_the_exporters_job_and_the_rules():
