@@ -2,7 +2,9 @@
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
 """Action plugin of gpufleet.cluster.managed_files (the module's DOCUMENTATION describes the task): renders every
-`src` template on the controller the way ansible.builtin.template does, then calls the module once for the set.
+`src` template on the controller the way ansible.builtin.template does, reads every `copy` file the way
+ansible.builtin.copy finds and reads its `src` (vault-encrypted files decrypted), then calls the module once for the
+set.
 
 Hand-written because a run that changes nothing pays for every module call on every node: ansible.builtin.template
 costs two per file (a stat, then the file module for owner, group and mode), and neither ansible-core nor the
@@ -16,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import base64
 import os
 
 from jinja2.defaults import (
@@ -88,6 +91,26 @@ class ActionModule(ActionBase):
         # The template action writes str() of a template that renders to something else than a string.
         return "" if resultant is None else to_text(resultant)
 
+    def read_copy(self, name):
+        """The bytes of a `copy` file, base64-encoded: found as ansible.builtin.copy finds src (the role's files/
+        directory, then the search path, or an absolute path on the controller) and sent verbatim, whatever its
+        encoding, never templated."""
+        try:
+            source = self._find_needle("files", name)
+        except AnsibleError as exc:
+            raise AnsibleActionFail(to_text(exc))
+        if os.path.isdir(source):
+            raise AnsibleActionFail("copy %s is a directory on the controller; %s copies single files" % (name, MODULE))
+        real = self._loader.get_real_file(source, decrypt=True)
+        try:
+            with open(real, "rb") as handle:
+                data = handle.read()
+        except (IOError, OSError) as exc:
+            raise AnsibleActionFail("cannot read %s on the controller: %s" % (source, exc))
+        finally:
+            self._loader.cleanup_tmp_file(real)
+        return to_text(base64.b64encode(data))
+
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
@@ -107,9 +130,11 @@ class ActionModule(ActionBase):
             module_files = []
             for item in files:
                 item = dict(item)
-                src = item.pop("src", None)
+                src, copy = item.pop("src", None), item.pop("copy", None)
                 if src is not None:
                     item["content"] = self.render(src, item["dest"], task_vars)
+                elif copy is not None:
+                    item["content_base64"] = self.read_copy(copy)
                 module_files.append(item)
 
             result.update(self._execute_module(module_name=MODULE, module_args=dict(files=module_files),

@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
-"""What gpufleet.cluster.managed_files checks and compares, without Ansible: the task's file list, the state of one
-destination, and the diff entry of a changed file.
+"""What gpufleet.cluster.managed_files checks and compares, without Ansible: the task's item list (files, directories
+and paths to remove), the state of one destination, and the diff entry of a changed file.
 
 Shared by the managed_files action plugin (which checks the list before rendering) and the module (which checks it
 again on the node, plans and writes).
@@ -20,7 +20,17 @@ import stat
 # Ansible's default max_file_size_for_diff: a larger file's content is not put into the diff.
 MAX_DIFF_BYTES = 104448
 
-FILE_KEYS = ("src", "content", "dest", "mode", "owner", "group", "validate", "diff")
+FILE_KEYS = ("src", "content", "copy", "dest", "state", "mode", "owner", "group", "validate", "diff")
+# What the action plugin adds for a `copy` file, whose bytes it sends base64-encoded (they need not be UTF-8).
+MODULE_KEYS = FILE_KEYS + ("content_base64",)
+STATES = ("file", "directory", "absent")
+SOURCES = ("src", "content", "copy")
+# Keys an item of each state takes besides dest and state.
+STATE_KEYS = {
+    "file": ("src", "content", "copy", "content_base64", "mode", "owner", "group", "validate", "diff"),
+    "directory": ("mode", "owner", "group", "diff"),
+    "absent": ("diff",),
+}
 
 # One clause of a symbolic mode as chmod and Ansible's file modules take it (u=rw,g=r,o=).
 _SYMBOLIC_CLAUSE = re.compile(r"^[ugoa]*(?:[-+=](?:[rwxXst]*|[ugo]))+$")
@@ -45,55 +55,94 @@ def mode_problem(mode):
     return "mode %r is neither octal nor symbolic" % (text,)
 
 
-def item_problems(files, rendered=False):
-    """Every reason the file list cannot be used, as messages naming the item; [] when it can.
+def _inside(path, top):
+    """True when path lies below top (both normalised)."""
+    return path != top and path.startswith(top.rstrip("/") + "/")
 
-    Before rendering (the action plugin) an item gives exactly one of src and content; after it (the module, rendered
-    True) every item carries content. No destination may appear twice: one would silently win.
+
+def item_problems(files, rendered=False):
+    """Every reason the item list cannot be used, as messages naming the item; [] when it can.
+
+    An item's state is file (the default), directory or absent. Before rendering (the action plugin) a file gives
+    exactly one of src, content and copy; after it (the module, rendered True) every file carries content or
+    content_base64. No destination may appear twice (one would silently win), and nothing may lie inside a path the
+    same call removes (the removal would take it away again, or its directory would be gone).
     """
     if not isinstance(files, list):
         return ["files must be a list of files, got %s" % type(files).__name__]
-    problems, seen = [], {}
+    known = MODULE_KEYS if rendered else FILE_KEYS
+    problems, seen, removed = [], {}, []
     for index, item in enumerate(files):
         where = "files[%d]" % index
         if not isinstance(item, dict):
             problems.append("%s is not a dictionary" % where)
+            continue
+        state = item.get("state") or "file"
+        if state not in STATES:
+            problems.append("%s: state must be one of %s, got %s" % (where, ", ".join(STATES), state))
             continue
         dest = item.get("dest")
         if not isinstance(dest, str) or not dest:
             problems.append("%s has no dest" % where)
         else:
             where = "%s (%s)" % (where, dest)
-            if dest.endswith("/"):
-                problems.append("%s: dest must name a file, not a directory" % where)
             normal = os.path.normpath(dest)
+            if state == "file" and dest.endswith("/"):
+                problems.append("%s: dest must name a file, not a directory" % where)
+            if not os.path.isabs(dest):
+                problems.append("%s: dest must be an absolute path" % where)
+            elif normal == "/" and state != "directory":
+                problems.append("%s: / cannot be a file or be removed" % where)
             if normal in seen:
                 problems.append("%s: the same dest as files[%d]" % (where, seen[normal]))
             seen.setdefault(normal, index)
-        unknown = sorted(set(item) - set(FILE_KEYS))
+            if state == "absent":
+                removed.append((index, normal))
+        unknown = sorted(set(item) - set(known))
         if unknown:
             problems.append("%s: unknown keys %s (known: %s)" % (where, ", ".join(unknown), ", ".join(FILE_KEYS)))
-        has_src, has_content = item.get("src") is not None, item.get("content") is not None
-        if rendered:
-            if not has_content:
-                problems.append("%s has no content: src is rendered by the managed_files action plugin on the "
-                                "controller, so the module needs content" % where)
-        elif has_src == has_content:
-            problems.append("%s needs exactly one of src and content" % where)
+        given = [key for key in known if key not in ("dest", "state") and item.get(key) is not None]
+        misplaced = [key for key in given if key not in STATE_KEYS[state] and key not in unknown]
+        if misplaced:
+            problems.append("%s: state %s takes no %s" % (where, state, ", ".join(misplaced)))
+        if state == "file":
+            if rendered:
+                contents = [key for key in ("content", "content_base64") if item.get(key) is not None]
+                if item.get("src") is not None or item.get("copy") is not None:
+                    problems.append("%s: src and copy are read by the managed_files action plugin on the controller, "
+                                    "so the module needs content" % where)
+                elif len(contents) != 1:
+                    problems.append("%s has no content: src is rendered and copy is read by the managed_files action "
+                                    "plugin on the controller, so the module needs content" % where if not contents
+                                    else "%s has both content and content_base64" % where)
+            elif len([key for key in SOURCES if item.get(key) is not None]) != 1:
+                problems.append("%s needs exactly one of src, content and copy" % where)
         validate = item.get("validate")
         if validate is not None and "%s" not in str(validate):
             problems.append("%s: validate must contain %%s (the candidate file): %s" % (where, validate))
         problem = mode_problem(item.get("mode"))
         if problem:
             problems.append("%s: %s" % (where, problem))
+    for index, top in removed:
+        for other, normal in sorted((i, n) for n, i in seen.items()):
+            if _inside(normal, top):
+                problems.append("files[%d] (%s) lies inside %s, which files[%d] removes" % (other, normal, top, index))
     return problems
 
 
-def inspect(dest, data):
+def dir_missing(path, planned=()):
+    """True when the directory path should be in is neither there nor one of the planned (earlier directory items
+    of the same call, normalised)."""
+    parent = os.path.dirname(os.path.normpath(path)) or "."
+    return not os.path.isdir(parent) and parent not in planned
+
+
+def inspect(dest, data, planned=()):
     """State of dest against the wanted bytes: nothing is changed. Keys: exists, is_link, is_dir, dir_missing,
-    before (current bytes or None), checksum (of data), content_changed."""
+    before (current bytes or None), checksum (of data), content_changed. planned: the directories earlier items of
+    the same call create, which count as there."""
     state = dict(exists=False, is_link=os.path.islink(dest), is_dir=False, before=None, checksum=checksum(data))
-    state["dir_missing"] = not os.path.isdir(os.path.dirname(dest) or ".")
+    state["dir_missing"] = dir_missing(dest, planned)
     if os.path.lexists(dest):
         state["exists"] = True
         if os.path.isdir(dest):
@@ -104,6 +153,23 @@ def inspect(dest, data):
     # A link is replaced by a regular file, as ansible.builtin.template does without follow.
     state["content_changed"] = state["is_link"] or state["before"] is None or state["before"] != data
     return state
+
+
+def path_kind(path):
+    """What is at path, without following a link: absent, link, directory or file (anything else counts as file,
+    as ansible.builtin.file reports it)."""
+    if not os.path.lexists(path):
+        return "absent"
+    if os.path.islink(path):
+        return "link"
+    return "directory" if os.path.isdir(path) else "file"
+
+
+def state_diff(path, before, after, **attributes):
+    """The diff entry of a directory created or a path removed, in ansible.builtin.file's form."""
+    after_state = dict(path=path, state=after)
+    after_state.update((key, value) for key, value in attributes.items() if value is not None)
+    return dict(before=dict(path=path, state=before), after=after_state, before_header=path, after_header=path)
 
 
 def _shown(data, dest):

@@ -10,62 +10,100 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: managed_files
-short_description: Check and write a set of templated or literal files in one call
+short_description: Check and write a set of files and directories, and remove paths, in one call
 version_added: "0.1.0"
 description:
-  - Writes every file of O(files) whose content, owner, group or mode differs, in one module call for the whole
-    set. A run that finds every file as it should be reads them and changes nothing.
+  - Writes every file of O(files) whose content, owner, group or mode differs, creates or fixes every directory and
+    removes every path that is to be absent, in one module call for the whole set. A run that finds everything as
+    it should be reads it and changes nothing.
   - The C(gpufleet.cluster.managed_files) action plugin renders each O(files[].src) on the controller exactly as
     M(ansible.builtin.template) does (the role's C(templates/) directory and the search path, C(ansible_managed),
     C(template_host), C(template_path) and the other template variables, C(trim_blocks) on, C(lstrip_blocks) off,
-    the trailing newline kept), then passes the results to the module as O(files[].content).
-  - Checks every file before writing any. A destination directory that does not exist, a destination that is a
-    directory, an unknown owner or group, a bad mode or a candidate that fails O(files[].validate) fails the task
-    and nothing is written for any file.
+    the trailing newline kept), then passes the results to the module as O(files[].content). It reads each
+    O(files[].copy) on the controller as M(ansible.builtin.copy) reads its O(ansible.builtin.copy#module:src)
+    (vault-encrypted files decrypted) and passes the bytes verbatim, whatever their encoding and without templating.
+  - Checks every item before changing any. A parent directory that neither exists nor is an earlier directory item
+    of the same call, a file destination that is a directory, a directory destination that is something else, an
+    unknown owner or group, a bad mode or a candidate that fails O(files[].validate) fails the task and nothing is
+    changed for any item (directories this call made for the candidates are removed again).
   - A changed file is written to a temporary file in its destination directory, validated there, moved over the
     destination atomically, and then given its owner, group and mode. Only the files that differ are touched.
-  - Check mode writes nothing and reports what would change. A file whose directory does not exist yet counts as
-    changed there, with a warning, since an earlier task of the same run may create that directory.
-  - Diff mode returns one diff entry per content change and per attribute change. The content of a file with
-    O(files[].diff=false) never appears in the output; its entry says it is hidden.
+  - Items are applied in the order given. Directory items count as there for the items after them, in check mode
+    too, so a directory and the files in it go into one call.
+  - Check mode changes nothing and reports what would change. A file or directory whose parent neither exists nor
+    is an earlier directory item counts as changed there, with a warning, since an earlier task of the same run may
+    create that directory.
+  - Diff mode returns one diff entry per content change, per attribute change, per directory created and per path
+    removed. The content of a file with O(files[].diff=false) never appears in the output; its entry says it is
+    hidden.
   - Contents are not logged on the node and never come back in the results (C(invocation) shows them masked).
   - Hand-written rather than M(ansible.builtin.template) or M(ansible.builtin.copy), which cost two module calls per
-    file on a run that changes nothing (a stat, then the file module for the attributes); neither ansible-core nor
-    the collections of the C(ansible) package has a module that handles a set of files in one call.
+    file on a run that changes nothing (a stat, then the file module for the attributes), and
+    M(ansible.builtin.file), one per directory or removed path; neither ansible-core nor the collections of the
+    C(ansible) package has a module that handles a set of files in one call.
 options:
   files:
     description:
-      - The files. An empty list changes nothing (the action plugin then calls no module at all).
-      - Build the list with Jinja to leave out files that do not apply to a node.
+      - The files, directories and paths to remove, applied in this order. An empty list changes nothing (the
+        action plugin then calls no module at all).
+      - Build the list with Jinja to leave out items that do not apply to a node.
     type: list
     elements: dict
     required: true
     suboptions:
       dest:
-        description: Absolute path of the file on the node. Its directory must exist. Each path may appear once.
+        description:
+          - Absolute path on the node. Its directory must exist or be an earlier directory item of the same call.
+          - Each path may appear once, and none may lie inside a path the same call removes.
         type: path
         required: true
+      state:
+        description:
+          - V(file) writes a file from exactly one of O(files[].src), O(files[].content) and O(files[].copy).
+          - V(directory) creates the directory (not its parents) or, when it exists, gives it the O(files[].owner),
+            O(files[].group) and O(files[].mode) given; a symbolic link to a directory counts as one, as for
+            M(ansible.builtin.file). It takes no content and no O(files[].validate).
+          - V(absent) removes a file, a symbolic link (not what it points to) or a directory tree, as
+            M(ansible.builtin.file) does with O(ansible.builtin.file#module:state=absent); changed only when
+            something was there. It takes no content, attributes or O(files[].validate).
+        type: str
+        choices: [file, directory, absent]
+        default: file
       src:
         description:
           - A template, found as M(ansible.builtin.template) finds O(ansible.builtin.template#module:src) (the
             role's C(templates/) directory, then the search path).
           - Rendered on the controller by the action plugin, which hands the result to the module as
-            O(files[].content); exactly one of O(files[].src) and O(files[].content).
+            O(files[].content); exactly one of O(files[].src), O(files[].content) and O(files[].copy).
         type: str
       content:
         description:
           - The literal content of the file, as O(ansible.builtin.copy#module:content) takes it.
         type: str
+      copy:
+        description:
+          - A file copied verbatim, found as M(ansible.builtin.copy) finds O(ansible.builtin.copy#module:src) (the
+            role's C(files/) directory, then the search path, or an absolute path on the controller); never
+            templated, so C({{ }}) in it stays as it is. A single file, not a directory.
+          - Read on the controller by the action plugin, which hands its bytes to the module base64-encoded (binary
+            files too).
+        type: str
+      content_base64:
+        description:
+          - The bytes of a O(files[].copy) file, base64-encoded, as the action plugin hands them to the module. Not
+            given in a task, where the action plugin refuses it; give O(files[].copy) or O(files[].content).
+        type: str
       mode:
         description:
-          - Permissions, octal (quote it, V("0644")) or symbolic. Left as they are (a new file gets the umask's)
-            when not given.
+          - Permissions, octal (quote it, V("0644")) or symbolic. Left as they are (a new file or directory gets the
+            umask's) when not given.
         type: raw
       owner:
-        description: Owner of the file. Left as it is (a new file gets the connecting user) when not given.
+        description:
+          - Owner of the file or directory. Left as it is (a new one gets the connecting user) when not given.
         type: str
       group:
-        description: Group of the file. Left as it is when not given.
+        description: Group of the file or directory. Left as it is when not given.
         type: str
       validate:
         description:
@@ -82,16 +120,21 @@ options:
         default: true
 attributes:
   check_mode:
+    description: Changes nothing and reports what would change, with the diff.
     support: full
   diff_mode:
+    description: One entry per content change, attribute change, directory created and path removed.
     support: full
 notes:
   - No SELinux context or file attribute options; a written file takes the context its directory gives it, or keeps
     the one it had.
   - As with M(ansible.builtin.template), a symbolic link at O(files[].dest) is replaced by a regular file.
+  - Unlike M(ansible.builtin.file), a directory item does not create missing parents; list them as earlier
+    directory items, which keeps check mode and the all-or-nothing checks exact.
 seealso:
   - module: ansible.builtin.template
   - module: ansible.builtin.copy
+  - module: ansible.builtin.file
 author:
   - gpufleet contributors (!UNKNOWN)
 """
@@ -119,6 +162,22 @@ EXAMPLES = r"""
         dest: /etc/ssh/sshd_config.d/50-gpufleet.conf
         mode: "0600"
         validate: /usr/sbin/sshd -t -f %s
+
+- name: Create the rules directory and install the alert rules verbatim, each checked by promtool
+  gpufleet.cluster.managed_files:
+    files:
+      - dest: /etc/prometheus/rules
+        state: directory
+        owner: root
+        group: root
+        mode: "0755"
+      - copy: prometheus/gpufleet-alerts.yml
+        dest: /etc/prometheus/rules/gpufleet-alerts.yml
+        mode: "0644"
+        validate: promtool check rules %s
+      - dest: /etc/prometheus/rules/old-alerts.yml
+        state: absent
+  notify: Reload Prometheus
 
 - name: Write the exporter's web configuration, a password hash kept out of diffs
   gpufleet.cluster.managed_files:
@@ -148,16 +207,23 @@ files:
       description: The destination path.
       type: str
       sample: /etc/fail2ban/jail.local
+    state:
+      description: The item's state, V(file), V(directory) or V(absent).
+      type: str
+      sample: file
     changed:
-      description: Whether its content or attributes were (in check mode, would be) changed.
+      description:
+        - Whether its content or attributes were (in check mode, would be) changed, the directory created or the
+          path removed.
       type: bool
       sample: false
     checksum:
       description: sha1 of the wanted content.
+      returned: for files
       type: str
       sample: 2aae6c35c94fcfb415dbe95f408b9ce91ee846ed
 changed_files:
-  description: The destinations that were (in check mode, would be) changed, in the order given.
+  description: The paths that were (in check mode, would be) changed, created or removed, in the order given.
   returned: always
   type: list
   elements: str
@@ -165,7 +231,8 @@ changed_files:
 diff:
   description:
     - Diff mode only. One entry per content change and per attribute change (C(before) and C(after) are then
-      dictionaries of the changed owner, group and mode).
+      dictionaries of the changed owner, group and mode); a directory created or a path removed gives C(before)
+      and C(after) as M(ansible.builtin.file) does (C(path) and C(state)).
   returned: when diff mode is on
   type: list
   elements: dict
@@ -173,17 +240,23 @@ diff:
             "after_header": "/etc/fail2ban/jail.local"}]
 """
 
+import base64
 import grp
 import os
 import pwd
+import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.managed_files import (
+    STATES,
     content_diff,
+    dir_missing,
     inspect,
     item_problems,
+    path_kind,
+    state_diff,
 )
 
 HIDDEN = "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
@@ -193,8 +266,11 @@ def argument_spec():
     return dict(
         files=dict(type="list", elements="dict", required=True, options=dict(
             dest=dict(type="path", required=True),
+            state=dict(type="str", choices=list(STATES), default="file"),
             src=dict(type="str"),
             content=dict(type="str", no_log=True),
+            copy=dict(type="str"),
+            content_base64=dict(type="str", no_log=True),
             mode=dict(type="raw"),
             owner=dict(type="str"),
             group=dict(type="str"),
@@ -205,15 +281,19 @@ def argument_spec():
 
 
 class Run(object):
-    """One call: the module, the files and the temporary files this call made (removed on every exit)."""
+    """One call: the module, the items, and the temporary files and directories this call made before the first
+    move (removed again on every failure, so that a failed check leaves the node as it was)."""
 
     def __init__(self, module):
         self.module = module
         self.files = module.params["files"]
         self.temps = {}
+        self.created = []
         # The results mask every content, whatever the exit: contents may be secrets.
-        self.invocation = dict(module_args=dict(files=[dict(item, content=HIDDEN if item.get("content") is not None
-                                                            else None) for item in self.files]))
+        self.invocation = dict(module_args=dict(files=[
+            dict(item, content=HIDDEN if item.get("content") is not None else None,
+                 content_base64=HIDDEN if item.get("content_base64") is not None else None)
+            for item in self.files]))
 
     def cleanup(self):
         for path in self.temps.values():
@@ -222,6 +302,12 @@ class Run(object):
             except OSError:
                 pass
         self.temps = {}
+        for path in reversed(self.created):
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+        self.created = []
 
     def fail(self, msg, **extra):
         self.cleanup()
@@ -253,6 +339,106 @@ def attribute_problems(item):
     return problems
 
 
+def wanted_bytes(item):
+    if item.get("content_base64") is not None:
+        return base64.b64decode(item["content_base64"])
+    return item["content"].encode("utf-8", "surrogateescape")
+
+
+def plan(module, files):
+    """Read every path and check what each item needs, changing nothing: (plans, problems). An item counts its
+    earlier directory items as there, in check mode too."""
+    plans, problems, planned = [], [], set()
+    for item in files:
+        dest = item["dest"] = os.path.normpath(item["dest"]) if item["state"] != "file" else item["dest"]
+        parent = os.path.dirname(os.path.normpath(dest))
+        try:
+            if item["state"] == "file":
+                data = wanted_bytes(item)
+                state = inspect(dest, data, planned)
+                if state["is_dir"]:
+                    problems.append("%s is a directory" % dest)
+            else:
+                data, state = None, dict(kind=path_kind(dest), dir_missing=dir_missing(dest, planned))
+                if item["state"] == "directory":
+                    state["dir_missing"] = state["dir_missing"] and state["kind"] == "absent"
+                    state["is_dir"] = os.path.isdir(dest)  # a link to a directory is one, as for the file module
+                    if state["kind"] != "absent" and not state["is_dir"]:
+                        problems.append("%s exists and is not a directory" % dest)
+                    planned.add(os.path.normpath(dest))
+                else:
+                    state["dir_missing"] = False  # nothing there, nothing to remove
+        except (IOError, OSError, TypeError, ValueError) as exc:
+            problems.append("cannot read %s: %s" % (dest, exc))
+            continue
+        if state["dir_missing"] and not module.check_mode:
+            problems.append("the directory of %s, %s, does not exist (nor is it an earlier directory item)"
+                            % (dest, parent))
+        problems.extend(attribute_problems(item))
+        plans.append((item, data, state))
+    return plans, problems
+
+
+def set_attributes(module, item, diff, follow=False):
+    """owner, group and mode where they differ (in check mode: whether they do); diff gets the changed ones."""
+    args = module.load_file_common_arguments(dict(path=item["dest"], mode=item["mode"], owner=item["owner"],
+                                                  group=item["group"], follow=follow))
+    return module.set_fs_attributes_if_different(args, False, diff)
+
+
+def attr_entry(dest, attr_diff):
+    attr_diff.update(before_header="%s (owner, group, mode)" % dest, after_header="%s (owner, group, mode)" % dest)
+    return attr_diff
+
+
+def make_directories(module, run, plans):
+    """Create the missing directories (in order: a parent is there or an earlier item) with their attributes, so
+    that the candidates of the files inside can be written and validated there. Removed again if a check fails."""
+    for item, dummy, state in plans:
+        if item["state"] != "directory" or state["kind"] != "absent":
+            continue
+        try:
+            os.mkdir(item["dest"])
+        except OSError as exc:
+            run.fail("cannot create the directory %s: %s; nothing was written" % (item["dest"], exc))
+        run.created.append(item["dest"])
+        set_attributes(module, item, None)
+
+
+def write_candidates(module, run, plans):
+    """Every changed file written next to its destination and validated, before any is moved."""
+    failed = []
+    for item, data, state in plans:
+        if item["state"] != "file" or not state["content_changed"]:
+            continue
+        directory, name = os.path.split(item["dest"])
+        try:
+            handle, path = tempfile.mkstemp(prefix=".%s." % name, suffix=".tmp", dir=directory)
+            run.temps[item["dest"]] = path
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+        except (IOError, OSError) as exc:
+            run.fail("cannot write a candidate for %s in %s: %s; nothing was written" % (item["dest"], directory, exc))
+        # Validation may depend on them (sshd refuses a group-writable file); copy and template set them too.
+        module.set_mode_if_different(path, item["mode"], False)
+        module.set_owner_if_different(path, item["owner"], False)
+        module.set_group_if_different(path, item["group"], False)
+        if item["validate"]:
+            rc, out, err = module.run_command(item["validate"] % path, environ_update=dict(LANGUAGE="C", LC_ALL="C"))
+            if rc != 0:
+                failed.append(dict(dest=item["dest"], command=item["validate"] % path, rc=rc, stdout=out, stderr=err))
+    if failed:
+        run.fail("validation failed for %s; nothing was written" % ", ".join(f["dest"] for f in failed),
+                 validation=failed)
+
+
+def remove(path, kind):
+    if kind == "directory":
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
 def main():
     # no_log=True keeps the "Invoked with" line, which would carry the contents, out of the node's journal.
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True, no_log=True)
@@ -264,83 +450,75 @@ def main():
     if problems:
         run.fail("nothing was written: %s" % "; ".join(problems), problems=problems)
 
-    # 1. Plan: read every destination and check what a write needs, before anything is written.
-    plans = []
-    for item in files:
-        data = item["content"].encode("utf-8", "surrogateescape")
-        try:
-            state = inspect(item["dest"], data)
-        except (IOError, OSError) as exc:
-            problems.append("cannot read %s: %s" % (item["dest"], exc))
-            continue
-        if state["is_dir"]:
-            problems.append("%s is a directory" % item["dest"])
-        if state["dir_missing"] and not module.check_mode:
-            problems.append("the directory of %s, %s, does not exist" % (item["dest"], os.path.dirname(item["dest"])))
-        problems.extend(attribute_problems(item))
-        plans.append((item, data, state))
+    # 1. Plan: read every path and check what a change needs, before anything is changed.
+    plans, problems = plan(module, files)
     if problems:
         run.fail("nothing was written: %s" % "; ".join(problems), problems=problems)
 
-    # 2. Candidates: every changed file is written next to its destination and validated, before any is moved.
+    # 2. New directories, then candidates: every changed file is written next to its destination and validated
+    # before any is moved; a failure removes the candidates and the directories made here.
     if not module.check_mode:
-        failed = []
-        for item, data, state in plans:
-            if not state["content_changed"]:
-                continue
-            directory, name = os.path.split(item["dest"])
-            try:
-                handle, path = tempfile.mkstemp(prefix=".%s." % name, suffix=".tmp", dir=directory)
-                run.temps[item["dest"]] = path
-                with os.fdopen(handle, "wb") as out:
-                    out.write(data)
-            except (IOError, OSError) as exc:
-                run.fail("cannot write a candidate for %s in %s: %s; nothing was written" % (item["dest"], directory, exc))
-            # Validation may depend on them (sshd refuses a group-writable file); copy and template set them too.
-            module.set_mode_if_different(path, item["mode"], False)
-            module.set_owner_if_different(path, item["owner"], False)
-            module.set_group_if_different(path, item["group"], False)
-            if item["validate"]:
-                rc, out, err = module.run_command(item["validate"] % path,
-                                                  environ_update=dict(LANGUAGE="C", LC_ALL="C"))
-                if rc != 0:
-                    failed.append(dict(dest=item["dest"], command=item["validate"] % path, rc=rc, stdout=out,
-                                       stderr=err))
-        if failed:
-            run.fail("validation failed for %s; nothing was written" % ", ".join(f["dest"] for f in failed),
-                     validation=failed)
+        make_directories(module, run, plans)
+        write_candidates(module, run, plans)
+        run.created = []  # from here on, what is made stays
 
-    # 3. Write: move the candidates into place, then set owner, group and mode where they differ.
+    # 3. Change: in the order given, create or fix directories, move the candidates into place, remove paths.
     results, changed_files, diffs = [], [], []
     for item, data, state in plans:
         dest = item["dest"]
-        changed = state["content_changed"]
-        if changed and module._diff:
-            diffs.append(content_diff(dest, state, data, show=item["diff"]))
-        if changed and not module.check_mode:
-            try:
-                module.atomic_move(run.temps[dest], dest)
-            except Exception as exc:  # atomic_move raises plain Exception; say what is already in place
-                run.fail("could not move the new %s into place: %s (already written: %s)"
-                         % (dest, exc, ", ".join(changed_files) or "none"), changed=bool(changed_files),
-                         changed_files=changed_files)
-            del run.temps[dest]
-        # A file that does not exist yet (check mode) has no attributes to compare; a file created just now gets
-        # them set, but its diff is the content alone.
-        if not module.check_mode or (state["exists"] and not state["is_link"]):
-            attr_diff = {}
-            args = module.load_file_common_arguments(dict(path=dest, mode=item["mode"], owner=item["owner"],
-                                                          group=item["group"]))
-            if module.set_fs_attributes_if_different(args, False, attr_diff):
-                changed = True
-                if module._diff and state["exists"] and not state["is_link"]:
-                    attr_diff.update(before_header="%s (owner, group, mode)" % dest,
-                                     after_header="%s (owner, group, mode)" % dest)
-                    diffs.append(attr_diff)
-        if state["dir_missing"]:
-            module.warn("the directory of %s, %s, does not exist: a real run fails unless an earlier task creates it"
-                        % (dest, os.path.dirname(dest)))
-        results.append(dict(dest=dest, changed=changed, checksum=state["checksum"]))
+        result = dict(dest=dest, state=item["state"])
+        if item["state"] == "directory":
+            changed = state["kind"] == "absent"
+            if changed:
+                if module._diff:
+                    diffs.append(state_diff(dest, "absent", "directory", owner=item["owner"], group=item["group"],
+                                            mode=item["mode"]))
+            else:
+                attr_diff = {}
+                if set_attributes(module, item, attr_diff, follow=True):
+                    changed = True
+                    if module._diff:
+                        diffs.append(attr_entry(dest, attr_diff))
+            if state["dir_missing"]:
+                module.warn("the parent of the directory %s, %s, does not exist: a real run fails unless an earlier "
+                            "task creates it" % (dest, os.path.dirname(dest)))
+        elif item["state"] == "absent":
+            changed = state["kind"] != "absent"
+            if changed and module._diff:
+                diffs.append(state_diff(dest, state["kind"], "absent"))
+            if changed and not module.check_mode:
+                try:
+                    remove(dest, state["kind"])
+                except (IOError, OSError) as exc:
+                    run.fail("could not remove %s: %s (already changed: %s)"
+                             % (dest, exc, ", ".join(changed_files) or "none"), changed=bool(changed_files),
+                             changed_files=changed_files)
+        else:
+            changed = state["content_changed"]
+            if changed and module._diff:
+                diffs.append(content_diff(dest, state, data, show=item["diff"]))
+            if changed and not module.check_mode:
+                try:
+                    module.atomic_move(run.temps[dest], dest)
+                except Exception as exc:  # atomic_move raises plain Exception; say what is already in place
+                    run.fail("could not move the new %s into place: %s (already changed: %s)"
+                             % (dest, exc, ", ".join(changed_files) or "none"), changed=bool(changed_files),
+                             changed_files=changed_files)
+                del run.temps[dest]
+            # A file that does not exist yet (check mode) has no attributes to compare; a file created just now gets
+            # them set, but its diff is the content alone.
+            if not module.check_mode or (state["exists"] and not state["is_link"]):
+                attr_diff = {}
+                if set_attributes(module, item, attr_diff):
+                    changed = True
+                    if module._diff and state["exists"] and not state["is_link"]:
+                        diffs.append(attr_entry(dest, attr_diff))
+            if state["dir_missing"]:
+                module.warn("the directory of %s, %s, does not exist: a real run fails unless an earlier task "
+                            "creates it" % (dest, os.path.dirname(dest)))
+            result["checksum"] = state["checksum"]
+        result["changed"] = changed
+        results.append(result)
         if changed:
             changed_files.append(dest)
 

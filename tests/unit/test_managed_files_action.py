@@ -2,7 +2,9 @@
 directory, through the action plugin. Its rendering is compared byte for byte with ansible.builtin.template's on the
 same templates (a role template with an include, and the fail2ban role's jail), then a second run must change
 nothing, a check-mode run must report a drifted file without touching it, and a no-op must cost one module call for
-the whole set where ansible.builtin.template costs two per file."""
+the whole set where ansible.builtin.template costs two per file. The set also holds a directory, files copied verbatim
+from the role's files/ directory and from an absolute path (Prometheus rules with {{ $labels }}, binary bytes) and a
+path to remove."""
 import json
 import os
 import re
@@ -26,6 +28,16 @@ MAIN_TEMPLATE = """{{ ansible_managed | comment }}
 
 """
 PART_TEMPLATE = "included: {{ demo_names | length }} names\n"
+# A Prometheus rule as the shipped ones are written: its {{ }} are Prometheus's, not Jinja's.
+RULES = """groups:
+  - name: demo
+    rules:
+      - alert: DemoDown
+        expr: up == 0
+        annotations:
+          summary: "{{ $labels.instance }} is down {% raw %}"
+"""
+BLOB = bytes(range(256)) + b"{{ not jinja }}\n"
 
 JAIL_VARS = {
     "fail2ban__ignoreip": ["127.0.0.1/8", "::1", "192.0.2.10"], "fail2ban_bantime": "1h",
@@ -41,9 +53,13 @@ def write_project(tmp_path):
     (role / "tasks").mkdir()
     (role / "templates" / "main.conf.j2").write_text(MAIN_TEMPLATE)
     (role / "templates" / "part.j2").write_text(PART_TEMPLATE)
+    (role / "files").mkdir()
+    (role / "files" / "alerts.yml").write_text(RULES)
+    (tmp_path / "blob.bin").write_bytes(BLOB)
     out = tmp_path / "out"
     (out / "managed").mkdir(parents=True)
     (out / "template").mkdir()
+    (out / "managed" / "stale.conf").write_text("left by an older release\n")
     files = [
         {"src": "main.conf.j2", "dest": str(out / "managed" / "main.conf"), "mode": "0640"},
         {"src": JAIL, "dest": str(out / "managed" / "jail.local"), "mode": "0644"},
@@ -51,6 +67,10 @@ def write_project(tmp_path):
          "mode": "0600"},
         {"content": "secret-value-1234\n", "dest": str(out / "managed" / "secret.conf"), "mode": "0600",
          "diff": False},
+        {"dest": str(out / "managed" / "rules"), "state": "directory", "mode": "0750"},
+        {"copy": "alerts.yml", "dest": str(out / "managed" / "rules" / "alerts.yml"), "mode": "0644"},
+        {"copy": str(tmp_path / "blob.bin"), "dest": str(out / "managed" / "blob.bin"), "mode": "0600"},
+        {"dest": str(out / "managed" / "stale.conf"), "state": "absent"},
     ]
     tasks = [
         {"name": "Write the set", "gpufleet.cluster.managed_files": {
@@ -95,7 +115,8 @@ def runs(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("managed_files")
     out = write_project(tmp_path)
     first = results(playbook(tmp_path))
-    snapshot_after_first = {p: (out / "managed" / p).read_bytes() for p in os.listdir(str(out / "managed"))}
+    snapshot_after_first = {p: (out / "managed" / p).read_bytes() for p in os.listdir(str(out / "managed"))
+                            if (out / "managed" / p).is_file()}
     second = results(playbook(tmp_path))
     (out / "managed" / "literal.conf").write_text("drifted\n")
     os.chmod(str(out / "managed" / "jail.local"), 0o666)
@@ -107,8 +128,8 @@ def runs(tmp_path_factory):
 def test_rendering_matches_ansible_builtin_template_byte_for_byte(runs):
     out = runs["out"]
     for name in ("main.conf", "jail.local"):
-        assert (out / "managed" / name).read_bytes() == (out / "template" / name.replace("jail.local", "gpufleet.local")
-                                                          ).read_bytes(), name
+        reference = out / "template" / name.replace("jail.local", "gpufleet.local")
+        assert (out / "managed" / name).read_bytes() == reference.read_bytes(), name
     main = (out / "managed" / "main.conf").read_text()
     # ansible_managed, template_path, the include through the role's templates/ directory, trim_blocks without
     # lstrip_blocks, the include losing its own last newline (Jinja keeps none there) and the trailing blank line,
@@ -125,12 +146,26 @@ def test_first_run_writes_every_file_the_list_names(runs):
     out = runs["out"] / "managed"
     assert result["changed"] is True
     assert result["changed_files"] == [str(out / n) for n in
-                                       ("main.conf", "jail.local", "literal.conf", "secret.conf", "optional.conf")]
+                                       ("main.conf", "jail.local", "literal.conf", "secret.conf", "rules",
+                                        "rules/alerts.yml", "blob.bin", "stale.conf", "optional.conf")]
     assert runs["snapshot"]["literal.conf"] == b"literal alpha,beta\n"  # content is templated like copy's
     assert runs["snapshot"]["secret.conf"] == b"secret-value-1234\n"
     assert oct((out / "secret.conf").stat().st_mode & 0o777) == "0o600"
     assert oct((out / "main.conf").stat().st_mode & 0o777) == "0o640"
     assert tasks["Write nothing"]["changed"] is False and tasks["Write nothing"]["files"] == []
+
+
+def test_directories_copies_and_removals_go_in_the_same_call(runs):
+    out = runs["out"] / "managed"
+    assert oct((out / "rules").stat().st_mode & 0o7777) == "0o750"
+    # Copied as they are: no templating of Prometheus's {{ }}, the binary bytes unchanged.
+    assert (out / "rules" / "alerts.yml").read_text() == RULES
+    assert runs["snapshot"]["blob.bin"] == BLOB
+    assert not (out / "stale.conf").exists()
+    states = {f["dest"]: (f["state"], f["changed"]) for f in runs["first"][0]["Write the set"]["files"]}
+    assert states[str(out / "rules")] == ("directory", True) and states[str(out / "stale.conf")] == ("absent", True)
+    assert {f["dest"]: f["changed"] for f in runs["second"][0]["Write the set"]["files"]}[str(out / "stale.conf")] \
+        is False
 
 
 def test_second_run_changes_nothing(runs):
@@ -171,6 +206,6 @@ def test_a_no_op_costs_one_module_call_for_the_set(runs):
         elif task and line.startswith("<localhost> EXEC") and sys.executable in line:
             calls[task] += 1
     assert "secret-value-1234" not in output
-    assert calls["Write the set"] == 1, calls  # five files
+    assert calls["Write the set"] == 1, calls  # seven files, a directory and a removal
     assert calls["Write nothing"] == 0, calls
     assert calls["Write the same templates with ansible.builtin.template"] == 4, calls  # two files: stat + file each

@@ -27,7 +27,9 @@ def fake_validator(module, args, **kwargs):
 
 @pytest.fixture
 def node(tmp_path, monkeypatch):
+    from ansible.module_utils.common import warnings
     patch_module(monkeypatch, fake_validator)
+    warnings._global_warnings.clear()  # warnings are module-wide: each test sees its own alone
     fake_validator.seen = []
     root = tmp_path / "etc"
     (root / "fail2ban").mkdir(parents=True)
@@ -54,7 +56,7 @@ def run(items, check=False, diff=False, expect=None):
 def snapshot(root):
     """Every file under root with its bytes, mode and mtime: what "nothing was written" compares."""
     found = {}
-    for directory, _, names in os.walk(str(root)):
+    for directory, dummy, names in os.walk(str(root)):
         for name in names:
             path = os.path.join(directory, name)
             st = os.stat(path)
@@ -75,8 +77,8 @@ def test_first_run_creates_every_file_with_its_mode(node):
     assert jail.read_text() == "[sshd]\nenabled = true\n" and sshd.read_text() == "PasswordAuthentication no\n"
     assert oct(jail.stat().st_mode & 0o777) == "0o644" and oct(sshd.stat().st_mode & 0o777) == "0o600"
     assert result["files"] == [
-        {"dest": str(jail), "changed": True, "checksum": sha1("[sshd]\nenabled = true\n")},
-        {"dest": str(sshd), "changed": True, "checksum": sha1("PasswordAuthentication no\n")},
+        {"dest": str(jail), "state": "file", "changed": True, "checksum": sha1("[sshd]\nenabled = true\n")},
+        {"dest": str(sshd), "state": "file", "changed": True, "checksum": sha1("PasswordAuthentication no\n")},
     ]
     # The candidate was validated in the destination directory, already with its mode, and is gone now.
     (candidate, mode), = fake_validator.seen
@@ -250,8 +252,22 @@ def test_a_new_file_without_mode_gets_the_umask_mode_and_an_existing_one_keeps_i
 @pytest.mark.parametrize("items, problem", [
     ("not a list", "files must be a list"),
     ([{"content": "x"}], "files[0] has no dest"),
-    ([{"dest": "/etc/a"}], "needs exactly one of src and content"),
-    ([{"dest": "/etc/a", "src": "a.j2", "content": "x"}], "needs exactly one of src and content"),
+    ([{"dest": "/etc/a"}], "needs exactly one of src, content and copy"),
+    ([{"dest": "/etc/a", "src": "a.j2", "content": "x"}], "needs exactly one of src, content and copy"),
+    ([{"dest": "/etc/a", "copy": "a.yml", "content": "x"}], "needs exactly one of src, content and copy"),
+    ([{"dest": "/etc/a", "content_base64": "eA=="}], "unknown keys content_base64"),
+    ([{"dest": "etc/a", "content": "x"}], "must be an absolute path"),
+    ([{"dest": "/etc/a", "state": "link"}], "state must be one of file, directory, absent"),
+    ([{"dest": "/etc/d", "state": "directory", "content": "x"}], "state directory takes no content"),
+    ([{"dest": "/etc/d", "state": "directory", "validate": "true %s"}], "state directory takes no validate"),
+    ([{"dest": "/etc/a", "state": "absent", "mode": "0644"}], "state absent takes no mode"),
+    ([{"dest": "/etc/a", "state": "absent", "copy": "a"}], "state absent takes no copy"),
+    ([{"dest": "/", "state": "absent"}], "/ cannot be a file or be removed"),
+    ([{"dest": "/etc/d", "state": "absent"}, {"dest": "/etc/d/a", "content": "x"}],
+     "files[1] (/etc/d/a) lies inside /etc/d, which files[0] removes"),
+    ([{"dest": "/etc/d/e", "state": "directory"}, {"dest": "/etc/d/", "state": "absent"}],
+     "files[0] (/etc/d/e) lies inside /etc/d, which files[1] removes"),
+    ([{"dest": "/etc/d", "state": "directory"}, {"dest": "/etc/d/", "state": "directory"}], "the same dest as files[0]"),
     ([{"dest": "/etc/a", "content": "x"}, {"dest": "/etc/./a", "content": "y"}], "the same dest as files[0]"),
     ([{"dest": "/etc/a", "content": "x", "validate": "sshd -t"}], "validate must contain %s"),
     ([{"dest": "/etc/a", "content": "x", "mode": "rw-r--r--"}], "neither octal nor symbolic"),
@@ -269,9 +285,15 @@ def test_usable_modes_pass(mode):
 
 
 def test_a_valid_list_has_no_problems():
-    assert mf.item_problems([{"src": "a.j2", "dest": "/etc/a", "mode": "0644", "diff": False},
-                             {"content": "", "dest": "/etc/b", "validate": "true %s"}]) == []
+    assert mf.item_problems([{"dest": "/etc/d", "state": "directory", "mode": "0755", "owner": "root"},
+                             {"src": "a.j2", "dest": "/etc/d/a", "mode": "0644", "diff": False},
+                             {"content": "", "dest": "/etc/b", "validate": "true %s"},
+                             {"copy": "rules.yml", "dest": "/etc/d/rules.yml", "state": "file"},
+                             {"dest": "/etc/dold", "state": "absent"}]) == []
+    assert mf.item_problems([{"dest": "/etc/a", "content_base64": "eA=="}], rendered=True) == []
     assert mf.item_problems([{"dest": "/etc/a", "src": "a.j2"}], rendered=True) != []
+    assert mf.item_problems([{"dest": "/etc/a", "copy": "a"}], rendered=True) != []
+    assert mf.item_problems([{"dest": "/etc/a", "content": "x", "content_base64": "eA=="}], rendered=True) != []
 
 
 def test_large_and_binary_contents_are_not_put_into_the_diff(tmp_path):
@@ -280,3 +302,172 @@ def test_large_and_binary_contents_are_not_put_into_the_diff(tmp_path):
         handle.write(b"\xff\xfe binary")
     entry = mf.content_diff(dest, mf.inspect(dest, b"x" * (mf.MAX_DIFF_BYTES + 1)), b"x" * (mf.MAX_DIFF_BYTES + 1))
     assert "not UTF-8 text" in entry["before"] and "larger than" in entry["after"]
+
+
+# Directories, removals and copied bytes.
+
+def test_a_directory_and_the_files_in_it_are_made_in_one_call(node):
+    new = node / "prometheus" / "rules"
+    items = [{"dest": str(node / "prometheus"), "state": "directory", "mode": "0755"},
+             {"dest": str(new), "state": "directory", "mode": "0750"},
+             {"dest": str(new / "a.yml"), "content": "groups: []\n", "mode": "0644", "validate": "check-file %s"}]
+    result = run(items, diff=True)
+    assert result["changed_files"] == [str(node / "prometheus"), str(new), str(new / "a.yml")]
+    assert oct(new.stat().st_mode & 0o7777) == "0o750" and (new / "a.yml").read_text() == "groups: []\n"
+    assert [f["state"] for f in result["files"]] == ["directory", "directory", "file"]
+    assert "checksum" not in result["files"][0] and result["files"][2]["checksum"] == sha1("groups: []\n")
+    # The candidate was validated inside the new directory.
+    assert os.path.dirname(fake_validator.seen[0][0]) == str(new)
+    assert result["diff"][:2] == [
+        {"before": {"path": str(node / "prometheus"), "state": "absent"},
+         "after": {"path": str(node / "prometheus"), "state": "directory", "mode": "0755"},
+         "before_header": str(node / "prometheus"), "after_header": str(node / "prometheus")},
+        {"before": {"path": str(new), "state": "absent"},
+         "after": {"path": str(new), "state": "directory", "mode": "0750"},
+         "before_header": str(new), "after_header": str(new)},
+    ]
+    # Second run: nothing changes, nothing is written.
+    before = snapshot(node)
+    again = run(items, diff=True)
+    assert again["changed"] is False and again["changed_files"] == [] and again["diff"] == []
+    assert snapshot(node) == before
+
+
+def test_an_existing_directory_with_other_attributes_is_fixed(node):
+    target = node / "exporters"
+    target.mkdir()
+    os.chmod(str(target), 0o777)
+    inode = target.stat().st_ino
+    result = run([{"dest": str(target), "state": "directory", "mode": "0755"}], diff=True)
+    assert result["changed_files"] == [str(target)]
+    assert oct(target.stat().st_mode & 0o7777) == "0o755" and target.stat().st_ino == inode
+    header = "%s (owner, group, mode)" % target
+    assert result["diff"] == [{"before": {"mode": "0777"}, "after": {"mode": "0755"},
+                               "before_header": header, "after_header": header}]
+    assert run([{"dest": str(target), "state": "directory", "mode": "0755"}])["changed"] is False
+
+
+def test_a_directory_item_without_attributes_leaves_an_existing_one_as_it_is(node):
+    os.chmod(str(node / "ssh"), 0o700)
+    result = run([{"dest": str(node / "ssh"), "state": "directory"}])
+    assert result["changed"] is False and oct((node / "ssh").stat().st_mode & 0o7777) == "0o700"
+
+
+def test_check_mode_reports_a_new_directory_and_a_fix_and_changes_nothing(node):
+    os.chmod(str(node / "ssh"), 0o777)
+    new = node / "prometheus"
+    items = [{"dest": str(new), "state": "directory", "mode": "0755"},
+             {"dest": str(node / "ssh"), "state": "directory", "mode": "0755"}]
+    result = run(items, check=True, diff=True)
+    assert result["changed_files"] == [str(new), str(node / "ssh")]
+    assert not new.exists() and oct((node / "ssh").stat().st_mode & 0o7777) == "0o777"
+    assert result["diff"][0]["after"] == {"path": str(new), "state": "directory", "mode": "0755"}
+    assert result["diff"][1]["before"] == {"mode": "0777"} and result["diff"][1]["after"] == {"mode": "0755"}
+
+
+def test_check_mode_counts_a_file_in_a_new_directory_item_as_there_without_warning(node):
+    from ansible.module_utils.common.warnings import get_warning_messages
+    new = node / "prometheus" / "rules"
+    items = [{"dest": str(node / "prometheus"), "state": "directory"},
+             {"dest": str(new), "state": "directory"},
+             {"dest": str(new / "a.yml"), "content": "groups: []\n", "mode": "0644"}]
+    result = run(items, check=True, diff=True)
+    assert result["changed_files"] == [str(node / "prometheus"), str(new), str(new / "a.yml")]
+    assert not any("does not exist" in warning for warning in get_warning_messages())
+    assert result["diff"][2] == {"before": "", "after": "groups: []\n", "before_header": str(new / "a.yml"),
+                                 "after_header": str(new / "a.yml")}
+    assert not (node / "prometheus").exists()
+
+
+def test_a_directory_listed_after_its_file_does_not_count(node):
+    new = node / "prometheus"
+    items = [{"dest": str(new / "a.yml"), "content": "x\n"}, {"dest": str(new), "state": "directory"}]
+    result = run(items, expect=Fail)
+    assert "the directory of %s, %s, does not exist" % (new / "a.yml", new) in result["msg"]
+    assert not new.exists()
+
+
+def test_a_directory_whose_parent_is_missing_fails_and_warns_in_check_mode(node):
+    from ansible.module_utils.common.warnings import get_warning_messages
+    deep = node / "a" / "b"
+    result = run([{"dest": str(deep), "state": "directory"}], expect=Fail)
+    assert str(node / "a") in result["msg"] and not (node / "a").exists()
+    checked = run([{"dest": str(deep), "state": "directory"}], check=True)
+    assert checked["changed_files"] == [str(deep)]
+    assert any("parent of the directory" in warning for warning in get_warning_messages())
+
+
+def test_a_file_in_the_way_of_a_directory_fails_and_nothing_is_changed(node):
+    (node / "ssh" / "conf.d").write_text("not a directory\n")
+    items = [{"dest": str(node / "fail2ban" / "jail.local"), "content": "x\n"},
+             {"dest": str(node / "ssh" / "conf.d"), "state": "directory"}]
+    before = snapshot(node)
+    result = run(items, expect=Fail)
+    assert "%s exists and is not a directory" % (node / "ssh" / "conf.d") in result["msg"]
+    assert snapshot(node) == before
+
+
+def test_a_failed_validation_removes_the_directories_made_for_the_candidates(node):
+    new = node / "sudoers.d"
+    items = [{"dest": str(new), "state": "directory", "mode": "0750"},
+             {"dest": str(new / "gpufleet"), "content": "BROKEN\n", "validate": "check-file %s"}]
+    result = run(items, expect=Fail)
+    assert "validation failed" in result["msg"] and not new.exists()
+
+
+def test_absent_removes_a_file_a_link_and_a_tree_and_reports_only_what_was_there(node):
+    tree = node / "exporters"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "sub" / "tls.key").write_text("key\n")
+    target = node / "ssh" / "kept"
+    target.write_text("kept\n")
+    link = node / "ssh" / "link"
+    os.symlink(str(target), str(link))
+    plain = node / "fail2ban" / "old.local"
+    plain.write_text("old\n")
+    nothing = node / "fail2ban" / "never-there"
+    items = [{"dest": str(p), "state": "absent"} for p in (tree, link, plain, nothing)]
+    result = run(items, diff=True)
+    assert result["changed_files"] == [str(tree), str(link), str(plain)]
+    assert not tree.exists() and not os.path.lexists(str(link)) and not plain.exists()
+    assert target.read_text() == "kept\n"  # a link is removed, not what it points to
+    assert [f["changed"] for f in result["files"]] == [True, True, True, False]
+    assert [(d["before"]["state"], d["after"]["state"]) for d in result["diff"]] == [
+        ("directory", "absent"), ("link", "absent"), ("file", "absent")]
+    again = run(items, diff=True)
+    assert again["changed"] is False and again["diff"] == []
+
+
+def test_check_mode_reports_a_removal_and_removes_nothing(node):
+    (node / "ssh" / "id_ed25519.next").write_text("key\n")
+    before = snapshot(node)
+    items = [{"dest": str(node / "ssh" / "id_ed25519.next"), "state": "absent"},
+             {"dest": str(node / "ssh" / "gone"), "state": "absent"},
+             {"dest": str(node / "fail2ban"), "state": "absent"}]
+    result = run(items, check=True, diff=True)
+    assert result["changed_files"] == [str(node / "ssh" / "id_ed25519.next"), str(node / "fail2ban")]
+    assert snapshot(node) == before and (node / "fail2ban").is_dir()
+
+
+def test_a_problem_with_one_item_keeps_removals_and_directories_from_happening(node):
+    old = node / "fail2ban" / "old.local"
+    old.write_text("old\n")
+    items = [{"dest": str(node / "new"), "state": "directory"},
+             {"dest": str(old), "state": "absent"},
+             {"dest": str(node / "ssh" / "x"), "content": "x\n", "owner": "no-such-user-gpufleet"}]
+    result = run(items, expect=Fail)
+    assert "no such user" in result["msg"]
+    assert old.exists() and not (node / "new").exists()
+
+
+def test_content_base64_writes_the_bytes_as_they_are(node):
+    import base64
+    data = b"\x00\xff binary {{ $labels.instance }}\n"
+    dest = node / "fail2ban" / "blob"
+    items = [{"dest": str(dest), "content_base64": base64.b64encode(data).decode(), "mode": "0644"}]
+    result = run(items, diff=True)
+    assert dest.read_bytes() == data
+    assert result["files"][0]["checksum"] == hashlib.sha1(data).hexdigest()
+    assert "not UTF-8 text" in result["diff"][0]["after"]
+    assert result["invocation"]["module_args"]["files"][0]["content_base64"] == "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
+    assert run(items)["changed"] is False
