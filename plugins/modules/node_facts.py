@@ -92,9 +92,10 @@ ansible_facts:
         kernel: 6.12.48+deb13-amd64
 packages:
   description:
-    - The installed packages as M(ansible.builtin.package_facts) gives them (a dict of lists of entries by name); a package of a
-      foreign dpkg architecture is listed as C(name:arch). dpkg entries have C(source=apt), rpm entries
-      C(source=rpm) with C(release) and C(epoch) (null where rpm has none). Null when neither dpkg nor rpm was found.
+    - The installed packages as M(ansible.builtin.package_facts) gives them (a dict of lists of entries by name);
+      a package of a foreign dpkg architecture is listed as C(name:arch). dpkg entries have C(source=apt), rpm
+      entries C(source=rpm) with C(release) and C(epoch) (null where rpm has none). Null when neither dpkg nor rpm
+      was found.
     - Not a fact; register the result to use it.
   returned: when packages is true
   type: dict
