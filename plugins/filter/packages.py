@@ -5,8 +5,9 @@
 
     when: my_packages | gpufleet.cluster.packages_missing(preflight_packages | default(none)) | length > 0
 
-``preflight_packages`` is what ansible.builtin.package_facts read at the start of this run (the preflight role
-sets it; it is never taken from the fact cache, so another run's list is never used). A
+``preflight_packages`` is what gpufleet.cluster.node_facts (``packages: true``) read at the start of this run, in
+ansible.builtin.package_facts' shape (the preflight role sets it; it is never taken from the fact cache, so another
+run's list is never used). A
 package counts as present only when that list has it, and, for ``name=version`` specs, a version matching
 the glob. Without package facts every name is missing, so the install task runs as it would without this
 filter: the filter only ever skips a package module call whose outcome would be "no change".
@@ -31,7 +32,7 @@ def _spec(entry):
 
 
 def packages_missing(names, installed):
-    """The entries of ``names`` not installed according to ``installed`` (package_facts' dict)."""
+    """The entries of ``names`` not installed according to ``installed`` (package_facts' shape)."""
     if isinstance(names, str):
         names = [names]
     if not isinstance(names, (list, tuple)):

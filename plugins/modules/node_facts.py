@@ -16,7 +16,10 @@ description:
   - Reads C(/etc/os-release), NVIDIA PCI devices (vendor C(0x10de)) from C(/sys/bus/pci/devices),
     InfiniBand/RoCE HCAs from C(/sys/class/infiniband), the Secure Boot state and whether the host is a
     container, and returns them as the C(gpufleet_node) fact.
-  - Runs no package manager and changes nothing; needs no NVIDIA software on the node.
+  - With O(packages) it also reads the installed packages in the same call and returns them as RV(packages), in
+    the shape M(ansible.builtin.package_facts) gives, but never as a fact (so a fact cache never keeps them for a
+    later run).
+  - Changes nothing; needs no NVIDIA software on the node.
 options:
   root:
     description:
@@ -32,6 +35,14 @@ options:
       - Ask C(mokutil --sb-state) for the Secure Boot state when the tool exists, before reading efivars.
     type: bool
     default: true
+  packages:
+    description:
+      - Also read the installed packages and return them as RV(packages).
+      - Where C(<root>/var/lib/dpkg/status) exists it is parsed (a package counts when its Status ends in
+        C(installed), held ones included); otherwise C(rpm -qa) is asked (with C(--root) when O(root) is not C(/)).
+      - Without either, RV(packages) is null and a warning says so.
+    type: bool
+    default: false
 author:
   - gpufleet contributors (!UNKNOWN)
 notes:
@@ -41,6 +52,11 @@ notes:
 EXAMPLES = r"""
 - name: Detect the node
   gpufleet.cluster.node_facts:
+
+- name: Detect the node and read its installed packages in the same call
+  gpufleet.cluster.node_facts:
+    packages: true
+  register: node
 
 - name: Read a recorded tree
   gpufleet.cluster.node_facts:
@@ -74,12 +90,25 @@ ansible_facts:
         virtualization: metal
         machine: x86_64
         kernel: 6.12.48+deb13-amd64
+packages:
+  description:
+    - The installed packages as M(ansible.builtin.package_facts) gives them (a dict of lists of entries by name);
+      a package of a foreign dpkg architecture is listed as C(name:arch). dpkg entries have C(source=apt), rpm
+      entries C(source=rpm) with C(release) and C(epoch) (null where rpm has none). Null when neither dpkg nor rpm
+      was found.
+    - Not a fact; register the result to use it.
+  returned: when packages is true
+  type: dict
+  sample:
+    openssh-server: [{name: openssh-server, version: "1:10.0p1-7+deb13u4", arch: amd64, source: apt}]
+    "gcc-14-base:i386": [{name: "gcc-14-base:i386", version: 14.2.0-19, arch: i386, source: apt}]
 """
 
+import io
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils import sysfs
+from ansible_collections.gpufleet.cluster.plugins.module_utils import installed_packages, sysfs
 
 
 def gather(root, os_release_path, mokutil_output=None, uname=None):
@@ -122,12 +151,32 @@ def gather(root, os_release_path, mokutil_output=None, uname=None):
     }
 
 
+def read_packages(module, root):
+    """(packages dict or None, warning or None): dpkg's status file when there is one, else rpm -qa."""
+    status = sysfs._path(root, "var/lib/dpkg/status")
+    if os.path.isfile(status):
+        # Read here rather than with sysfs.read_text: a stray non-UTF-8 byte in a description must not lose the list.
+        with io.open(status, "r", encoding="utf-8", errors="replace") as handle:
+            return installed_packages.parse_dpkg_status(handle.read()), None
+    rpm = module.get_bin_path("rpm")
+    if rpm:
+        command = [rpm, "-qa", "--queryformat", installed_packages.RPM_QUERYFORMAT]
+        if root != "/":
+            command[1:1] = ["--root", root]
+        rc, out, err = module.run_command(command, environ_update={"LANGUAGE": "C", "LC_ALL": "C"})
+        if rc == 0:
+            return installed_packages.parse_rpm_qa(out), None
+        return None, "rpm -qa failed (rc %d: %s): packages not read" % (rc, (err or out).strip())
+    return None, "neither %s nor rpm found: packages not read" % status
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             root=dict(type="path", default="/"),
             os_release_path=dict(type="path"),
             use_mokutil=dict(type="bool", default=True),
+            packages=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -142,7 +191,13 @@ def main():
         mokutil_output = out + err
 
     facts = gather(root, os_release_path, mokutil_output)
-    module.exit_json(changed=False, ansible_facts={"gpufleet_node": facts})
+    result = dict(changed=False, ansible_facts={"gpufleet_node": facts})
+    if module.params["packages"]:
+        # A return value, never a fact: roles use this run's list only (preflight keeps it with set_fact).
+        result["packages"], warning = read_packages(module, root)
+        if warning:
+            module.warn(warning + "; every install task asks the package manager")
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -286,6 +286,8 @@ def test_os_hardening_apt_and_dpkg_tasks_only_run_on_debian():
         for task in _flatten(load_yaml(tasks_dir, file_name)):
             if "ansible.builtin.debug" in task:
                 continue  # the lines that say on EL what is skipped and why
+            if "gpufleet.cluster.systemd_units" in task:
+                continue  # its Jinja picks the units per OS: test_os_hardening_units_per_os renders it
             text = yaml.safe_dump({k: v for k, v in task.items() if k not in ("name", "when", "block")})
             if any(marker in text for marker in debian_only):
                 when = task.get("when") or []
@@ -293,6 +295,60 @@ def test_os_hardening_apt_and_dpkg_tasks_only_run_on_debian():
                 assert "gpufleet_node.os.family == 'Debian'" in when, "%s: %s" % (file_name, task.get("name"))
                 checked += 1
     assert checked >= 10
+
+
+def hardening_units_task():
+    tasks = [task for task in load_yaml(ROLES, "os_hardening", "tasks", "main.yml")
+             if "gpufleet.cluster.systemd_units" in task]
+    assert len(tasks) == 1
+    return tasks[0]
+
+
+def hardening_units(name, machine, container=False, cron=False, check_mode=False, tools_changed=False, **switches):
+    """(units, daemon_reload) the os_hardening systemd_units task passes on this node, rendered by Ansible's templar
+    with the results the role's earlier tasks registered."""
+    gpufleet_node = dict(node(name, machine), container=container)
+    found = resolve_os_vars("os_hardening", gpufleet_node)
+    task = hardening_units_task()
+    registered = {"os_hardening__install_tools": {"changed": tools_changed},
+                  "os_hardening__install_tools_dnf": {"changed": False}, "os_hardening__install": {"changed": False},
+                  "os_hardening__cron": {"stat": {"exists": cron}}}
+    variables = role_vars("os_hardening", gpufleet_node, found, ansible_check_mode=check_mode, **dict(
+        registered, **dict(task["vars"], **dict(("os_hardening_" + key, value) for key, value in switches.items()))))
+    module_args = task["gpufleet.cluster.systemd_units"]
+    if not variables.render("{{ %s }}" % task["when"]):
+        return None  # the task is skipped
+    return variables.render(module_args["units"]), variables.render(module_args["daemon_reload"])
+
+
+@pytest.mark.parametrize("name, machine", MATRIX)
+def test_os_hardening_units_per_os(name, machine):
+    """The units the role's one systemd_units call brings up: each concern's units under its switch, the Debian-only
+    timers only on Debian/Ubuntu, the host accounting only outside a container, debsums' timer only without cron."""
+    el = OS_ROWS[name][3] == "RedHat"
+    units, reload = hardening_units(name, machine)
+    names = [unit["name"] for unit in units]
+    assert all(unit["state"] == "started" and unit["enabled"] is True for unit in units)
+    sysstat = ["sysstat.service", "sysstat-collect.timer", "sysstat-summary.timer"]
+    if el:
+        assert names == ["dnf-automatic.timer"] + sysstat + ["psacct.service", "auditd.service"]
+        assert reload is False
+    else:
+        assert names == (["unattended-upgrades", "dailyaidecheck.timer", "chkrootkit.timer", "gpufleet-debsums.timer"]
+                         + sysstat + ["acct.service", "auditd.service"])
+        assert reload is True  # the debsums timer is the role's own unit file
+    names = [unit["name"] for unit in hardening_units(name, machine, container=True, cron=True, nftables=True)[0]]
+    assert "auditd.service" not in names and "gpufleet-debsums.timer" not in names
+    assert names[-1] == "gpufleet-nftables"
+    assert hardening_units(name, machine, container=True, cron=True, nftables=True)[1] is True
+    assert hardening_units(name, machine, cron=True)[1] is False  # nothing of the role's own without nftables
+    off = dict(unattended_upgrades=False, file_integrity=False, rootkit_scanner=False, package_tools=False,
+               accounting=False)
+    assert hardening_units(name, machine, **off) is None
+    assert [unit["name"] for unit in hardening_units(name, machine, nftables=True, **off)[0]] == ["gpufleet-nftables"]
+    # Check mode on a node whose tools would be installed first: only the units of what is there already.
+    names = [unit["name"] for unit in hardening_units(name, machine, check_mode=True, tools_changed=True)[0]]
+    assert names == ["dnf-automatic.timer" if el else "unattended-upgrades"]
 
 
 def _flatten(tasks):

@@ -1,0 +1,135 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""What ``gpufleet.cluster.systemd_units`` has to do, from one ``systemctl show``: pure functions.
+
+The module asks ``systemctl show --property=Id,LoadState,ActiveState,UnitFileState -- unit...`` once for every unit
+it is given, hands the text to ``parse_show`` and ``plan``, and runs only the ``systemctl`` calls the plan lists.
+``tests/unit/test_systemd_units.py`` runs them on outputs captured in a node container. No Ansible import here.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+SHOW_PROPERTIES = ("Id", "LoadState", "ActiveState", "UnitFileState")
+
+# ActiveState values in which the unit counts as started (as ansible.builtin.systemd_service counts them, plus the
+# reload states), and the one in which a stop is still worth asking for.
+RUNNING = ("active", "activating", "reloading", "refreshing")
+DEACTIVATING = "deactivating"
+
+# UnitFileState values that already satisfy enabled: true / enabled: false. A static, generated or transient unit has
+# no [Install] section that enable/disable could act on; an indirect one is enabled through the units its Also= names;
+# a masked one cannot start at boot.
+ENABLED_ALREADY = ("enabled", "static", "generated", "transient", "indirect", "alias")
+DISABLED_ALREADY = ("disabled", "static", "generated", "transient", "indirect", "masked", "masked-runtime")
+# UnitFileState values systemctl enable / disable can change.
+CAN_ENABLE = ("disabled", "enabled-runtime", "linked", "linked-runtime")
+CAN_DISABLE = ("enabled", "enabled-runtime", "linked", "linked-runtime", "alias")
+
+GLOB_CHARACTERS = "*?["
+
+
+def parse_show(text):
+    """``systemctl show`` of several units -> one {property: value} dict per unit, in the order they were named
+    (systemctl prints one block per unit, blocks separated by an empty line)."""
+    blocks = []
+    current = {}
+    for line in (text or "").splitlines():
+        if not line.strip():
+            if current:
+                blocks.append(current)
+                current = {}
+            continue
+        key, sep, value = line.partition("=")
+        if sep:
+            current[key] = value
+    if current:
+        blocks.append(current)
+    return blocks
+
+
+def name_problems(units):
+    """Problems with the request itself (before systemd is asked): missing or duplicate names, glob patterns."""
+    problems = []
+    seen = set()
+    for unit in units:
+        name = unit.get("name") or ""
+        if not name.strip():
+            problems.append("a unit without a name")
+        elif any(char in name for char in GLOB_CHARACTERS):
+            problems.append("%s: a pattern, not a unit name" % name)
+        elif name.startswith("-"):
+            problems.append("%s: not a unit name" % name)
+        elif name in seen:
+            problems.append("%s: named twice" % name)
+        seen.add(name)
+    return problems
+
+
+def state_of(block):
+    """{active, enabled}: the ActiveState and the UnitFileState systemd reports."""
+    return {"active": block.get("ActiveState", ""), "enabled": block.get("UnitFileState", "")}
+
+
+def plan_unit(unit, block):
+    """(actions, predicted after-state, problem or None) for one requested unit and its show block.
+
+    Actions are systemctl verbs in the order they run: enable/disable first, then start/stop (as systemd_service
+    does). A problem means nothing may run for any unit."""
+    name = unit["name"]
+    load = block.get("LoadState", "")
+    before = state_of(block)
+    after = dict(before)
+    actions = []
+    wanted_state = unit.get("state")
+    wanted_enabled = unit.get("enabled")
+    if load == "not-found":
+        return [], after, "%s: no such unit (LoadState=not-found)" % name
+    if load == "masked" and (wanted_state == "started" or wanted_enabled is True):
+        return [], after, "%s: masked, so it can neither start nor be enabled (systemctl unmask it first)" % name
+    if load not in ("loaded", "masked"):
+        return [], after, "%s: systemd could not load it (LoadState=%s; see systemctl status %s)" % (name, load, name)
+    unit_file = before["enabled"]
+    if wanted_enabled is True and unit_file not in ENABLED_ALREADY:
+        if unit_file not in CAN_ENABLE:
+            return [], after, "%s: cannot be enabled (UnitFileState=%s)" % (name, unit_file or "empty")
+        actions.append("enable")
+        after["enabled"] = "enabled"
+    elif wanted_enabled is False and unit_file not in DISABLED_ALREADY:
+        if unit_file not in CAN_DISABLE:
+            return [], after, "%s: cannot be disabled (UnitFileState=%s)" % (name, unit_file or "empty")
+        actions.append("disable")
+        after["enabled"] = "disabled"
+    if wanted_state == "started" and before["active"] not in RUNNING:
+        actions.append("start")
+        after["active"] = "active"
+    elif wanted_state == "stopped" and (before["active"] in RUNNING or before["active"] == DEACTIVATING):
+        actions.append("stop")
+        after["active"] = "inactive"
+    return actions, after, None
+
+
+def plan(units, blocks):
+    """(per-unit plans, problems) for the requested units and the show blocks in the same order.
+
+    Each plan: {name, id, before, after (predicted), actions}. Problems name every unit that stops the run."""
+    if len(blocks) != len(units):
+        return [], ["systemctl show answered for %d unit(s), %d were named" % (len(blocks), len(units))]
+    plans = []
+    problems = []
+    for unit, block in zip(units, blocks):
+        actions, after, problem = plan_unit(unit, block)
+        if problem:
+            problems.append(problem)
+        plans.append({"name": unit["name"], "id": block.get("Id", unit["name"]), "before": state_of(block),
+                      "after": after, "actions": actions})
+    return plans, problems
+
+
+def diff(plans):
+    """Ansible's diff: before/after {unit: {active, enabled}} of the units that change."""
+    changed = [item for item in plans if item["actions"]]
+    return {"before": dict((item["name"], item["before"]) for item in changed),
+            "after": dict((item["name"], item["after"]) for item in changed)}
