@@ -27,9 +27,13 @@ def fake_validator(module, args, **kwargs):
 
 @pytest.fixture
 def node(tmp_path, monkeypatch):
+    from ansible.module_utils import _internal
     from ansible.module_utils.common import warnings
     patch_module(monkeypatch, fake_validator)
-    warnings._global_warnings.clear()  # warnings are module-wide: each test sees its own alone
+    # A module's warnings go to the result as on a node, not to the controller's display (which other tests of the
+    # suite turn on by importing controller code); each test sees its own alone.
+    monkeypatch.setattr(_internal, "is_controller", False)
+    warnings._global_warnings.clear()
     fake_validator.seen = []
     root = tmp_path / "etc"
     (root / "fail2ban").mkdir(parents=True)
