@@ -148,7 +148,11 @@ class FakeSystemctl(object):
 
 
 def use(monkeypatch, fake):
-    patch_module(monkeypatch, lambda module, args, **kwargs: fake.run_command(module, args, **kwargs))
+    # A plain function: patch_module installs it as AnsibleModule.run_command, which a bound method cannot be.
+    def run_command(module, args, **kwargs):
+        return fake.run_command(module, args, **kwargs)
+
+    patch_module(monkeypatch, run_command)
 
 
 SHOW_ARGS = ["show", "--property=Id,LoadState,ActiveState,UnitFileState", "--"]
