@@ -415,6 +415,7 @@ def write_candidates(module, run, plans):
         try:
             handle, path = tempfile.mkstemp(prefix=".%s." % name, suffix=".tmp", dir=directory)
             run.temps[item["dest"]] = path
+            module.add_cleanup_file(path)  # also gone when a helper below ends the module with fail_json
             with os.fdopen(handle, "wb") as out:
                 out.write(data)
         except (IOError, OSError) as exc:

@@ -180,12 +180,14 @@ def test_a_missing_directory_fails_naming_the_file_and_writes_nothing(node):
     assert fake_validator.seen == []
 
 
-def test_check_mode_counts_a_file_in_a_missing_directory_as_changed_and_warns(node):
-    from ansible.module_utils.common.warnings import get_warning_messages
+def test_check_mode_counts_a_file_in_a_missing_directory_as_changed_and_warns(node, monkeypatch):
+    from ansible.module_utils import basic
+    warnings = []
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda module, warning, **kwargs: warnings.append(warning))
     missing = str(node / "nftables.d" / "gpufleet.nft")
     result = run([{"dest": missing, "content": "table inet gpufleet {}\n"}], check=True)
     assert result["changed_files"] == [missing]
-    assert any("does not exist" in warning for warning in get_warning_messages())
+    assert len(warnings) == 1 and missing in warnings[0] and "does not exist" in warnings[0]
     assert not os.path.exists(str(node / "nftables.d"))
 
 
