@@ -91,8 +91,14 @@ test: venv  ## Everything: lint, syntax, unit, collection, sanity, execution env
 	@scripts/ensure-docker.sh
 	@$(BIN)/python scripts/run_tests.py lint syntax unit collection sanity ee molecule
 
-benchmark: venv image  ## No-op run figures for 1 and 4 lab nodes
-	@$(BIN)/python scripts/benchmark.py
+# dev-sec's hardening collection that `make benchmark` runs beside site.yml: $GPUFLEET_PEER_DEVSEC, else a
+# shared/peers/devsec-hardening folder beside the checkout when there is one; without it the comparison is skipped.
+PEER ?= $(firstword $(GPUFLEET_PEER_DEVSEC) $(wildcard ../shared/peers/devsec-hardening))
+# More options for scripts/benchmark.py, such as --sizes 1,2 or --mitogen.
+BENCHMARK_ARGS ?=
+
+benchmark: venv image  ## No-op figures at 1, 2 and 4 lab nodes beside dev-sec's hardening (PEER=, BENCHMARK_ARGS=)
+	@$(BIN)/python scripts/benchmark.py $(if $(PEER),--peer "$(PEER)") $(BENCHMARK_ARGS)
 
 clean: lab-down  ## Remove the venv, caches and the shared apt cache
 	-docker rm -f gpufleet-apt-cache >/dev/null 2>&1

@@ -141,6 +141,11 @@ def wait_for_boot(name):
 def authorize(index):
     """The node's admin account with the lab key and sudo, made the way a provider's image or cloud-init makes it
     (uid 2000: the training user keeps 1000, the uid its image runs as)."""
+    authorize_container(container_name(index))
+
+
+def authorize_container(name):
+    """authorize() for any lab container by its name (scripts/benchmark.py's peer node has no index)."""
     with open(KEY + ".pub") as handle:
         pub = handle.read().strip()
     home = "/home/" + ADMIN
@@ -151,14 +156,18 @@ def authorize(index):
         "chown {admin}: {home}/.ssh/authorized_keys && chmod 0600 {home}/.ssh/authorized_keys && "
         "(grep -qxF '{pub}' {home}/.ssh/authorized_keys || echo '{pub}' >> {home}/.ssh/authorized_keys)"
     ).format(admin=ADMIN, home=home, pub=pub)
-    sh(["docker", "exec", container_name(index), "sh", "-c", script])
+    sh(["docker", "exec", name, "sh", "-c", script])
 
 
 def host_key_line(index):
     """The node's own ed25519 host key, read from inside it (trusted path), for the controller's known_hosts."""
-    key = sh(["docker", "exec", container_name(index), "cat", "/etc/ssh/ssh_host_ed25519_key.pub"],
-             capture=True).stdout.split()
-    return "%s,%s %s %s" % (node_name(index), node_address(index), key[0], key[1])
+    return container_host_key_line(container_name(index), node_name(index), node_address(index))
+
+
+def container_host_key_line(name, hostname, address):
+    """host_key_line() for any lab container by its name, host name and address."""
+    key = sh(["docker", "exec", name, "cat", "/etc/ssh/ssh_host_ed25519_key.pub"], capture=True).stdout.split()
+    return "%s,%s %s %s" % (hostname, address, key[0], key[1])
 
 
 def lab_indexes():
@@ -234,11 +243,12 @@ def tool_path():
     return os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", os.defpath)])
 
 
-def run_playbook(path, *extra, quiet=False, on_event=None, inventory=None):
+def run_playbook(path, *extra, quiet=False, on_event=None, inventory=None, env=None):
     """Run one playbook against the lab with ansible-runner; return (rc, stats).
 
     stats is the PLAY RECAP as numbers ({'changed': {host: n}, 'failures': ...}). The output streams to the
-    terminal unless quiet; on_event, when given, gets every runner event (task results with their timings)."""
+    terminal unless quiet; on_event, when given, gets every runner event (task results with their timings); env
+    adds environment variables for this run only (a strategy, a collections path, a fact cache)."""
     try:
         import ansible_runner
     except ImportError:
@@ -268,6 +278,7 @@ def run_playbook(path, *extra, quiet=False, on_event=None, inventory=None):
         # ansible-runner turns host key checking off unless told otherwise; the lab checks every node's key.
         "ANSIBLE_HOST_KEY_CHECKING": "True",
     }
+    envvars.update(env or {})
     with tempfile.TemporaryDirectory(prefix="gpufleet-runner-") as private:
         result = ansible_runner.run(
             private_data_dir=private, project_dir=ROOT, playbook=os.path.join(ROOT, path),

@@ -60,9 +60,18 @@ def test_actions_and_package_split():
 
 def test_summary_line(capsys):
     rows = benchmark.task_rows(events())
-    benchmark.CPU.clear()
-    benchmark.CPU.update(controller=3.0, nodes=None)
-    figures = benchmark.summarize("2 node(s) no-op re-run", 12.0, rows)
+    figures = benchmark.summarize("2 node(s) no-op re-run", 12.0, rows, controller=3.0, nodes=None, node_count=2)
     out = capsys.readouterr().out
-    assert figures == {"seconds": 12.0, "tasks": 6, "executions": 12, "changed": 3, "cpu": 3.0}
+    assert figures == {"seconds": 12.0, "tasks": 6, "executions": 12, "changed": 3, "cpu": 3.0, "controller": 3.0,
+                       "controller_per_node": 1.5, "nodes_per_node": None}
     assert "tasks    6  task-host runs    12  tasks/s   0.50  changed 3" in out
+    assert "CPU: controller 3.0s (1.5s per node), nodes n/a;" in out
+
+
+def test_summary_line_with_node_cpu_and_idle_load(capsys):
+    rows = benchmark.task_rows(events())
+    figures = benchmark.summarize("2 node(s) no-op re-run", 10.0, rows, controller=4.0, nodes=6.0, node_count=2,
+                                  idle=0.1)
+    out = capsys.readouterr().out
+    assert figures["nodes_per_node"] == 3.0 and figures["cpu"] == 10.0
+    assert "nodes 6.0s (3.0s per node, of which 0.5s their services' idle load)" in out
