@@ -82,8 +82,10 @@ options:
         default: true
 attributes:
   check_mode:
+    description: Writes nothing; reports every file that would change.
     support: full
   diff_mode:
+    description: One entry per content change and per attribute change; none with the content of a diff-false file.
     support: full
 notes:
   - No SELinux context or file attribute options; a written file takes the context its directory gives it, or keeps

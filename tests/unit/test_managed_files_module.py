@@ -54,7 +54,7 @@ def run(items, check=False, diff=False, expect=None):
 def snapshot(root):
     """Every file under root with its bytes, mode and mtime: what "nothing was written" compares."""
     found = {}
-    for directory, _, names in os.walk(str(root)):
+    for directory, dummy, names in os.walk(str(root)):
         for name in names:
             path = os.path.join(directory, name)
             st = os.stat(path)
