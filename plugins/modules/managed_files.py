@@ -231,7 +231,7 @@ class Run(object):
 
     def exit(self, **result):
         # Contents shown in diff mode come off the masking list here, at the successful end alone, or the diffs
-        # would come back masked; every failure (ours or one raised inside AnsibleModule's helpers) still masks
+        # would come back masked; every failure (ours or one raised inside AnsibleModule's own methods) still masks
         # all contents. Contents of files with diff false stay on it, masked wherever they would appear.
         hidden = set(item["content"] for item in self.files if not item["diff"] and item.get("content"))
         shown = set(item["content"] for item in self.files if item["diff"] and item.get("content"))
@@ -294,7 +294,7 @@ def main():
             try:
                 handle, path = tempfile.mkstemp(prefix=".%s." % name, suffix=".tmp", dir=directory)
                 run.temps[item["dest"]] = path
-                module.add_cleanup_file(path)  # also gone when a helper below ends the module with fail_json
+                module.add_cleanup_file(path)  # also gone when a method below ends the module with fail_json
                 with os.fdopen(handle, "wb") as out:
                     out.write(data)
             except (IOError, OSError) as exc:
