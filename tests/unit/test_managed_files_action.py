@@ -127,9 +127,8 @@ def runs(tmp_path_factory):
 
 def test_rendering_matches_ansible_builtin_template_byte_for_byte(runs):
     out = runs["out"]
-    for name in ("main.conf", "jail.local"):
-        reference = out / "template" / name.replace("jail.local", "gpufleet.local")
-        assert (out / "managed" / name).read_bytes() == reference.read_bytes(), name
+    for managed, template in (("main.conf", "main.conf"), ("jail.local", "gpufleet.local")):
+        assert (out / "managed" / managed).read_bytes() == (out / "template" / template).read_bytes(), managed
     main = (out / "managed" / "main.conf").read_text()
     # ansible_managed, template_path, the include through the role's templates/ directory, trim_blocks without
     # lstrip_blocks, the include losing its own last newline (Jinja keeps none there) and the trailing blank line,
