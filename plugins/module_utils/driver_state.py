@@ -15,6 +15,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import nvidia_driver as nd
+from ansible_collections.gpufleet.cluster.plugins.module_utils.installed_packages import dpkg_stanzas
 
 # Packages of the NVIDIA stack that other roles own (the container toolkit) and this role must never hold.
 NOT_OURS_RE = re.compile(r"^(lib)?nvidia-container")
@@ -25,15 +26,9 @@ MODULE_NAMES = ("nvidia", "nvidia-current")
 def parse_dpkg_status(text):
     """``/var/lib/dpkg/status`` -> {name: {"version": str, "hold": bool}} for installed packages only."""
     packages = {}
-    for stanza in re.split(r"\n\s*\n", text or ""):
-        fields = {}
-        for line in stanza.splitlines():
-            if line[:1] in (" ", "\t") or ":" not in line:
-                continue
-            key, _sep, value = line.partition(":")
-            fields[key.strip().lower()] = value.strip()
+    for fields in dpkg_stanzas(text):
         status = fields.get("status", "").split()
-        if "package" not in fields or len(status) != 3 or status[2] != "installed":
+        if len(status) != 3 or status[2] != "installed":
             continue
         packages[fields["package"]] = {"version": fields.get("version", ""), "hold": status[0] == "hold"}
     return packages

@@ -24,7 +24,7 @@ RPM_QUERYFORMAT = "%{NAME}\t%{EPOCH}\t%{VERSION}\t%{RELEASE}\t%{ARCH}\n"
 RPM_NONE = "(none)"
 
 
-def _stanzas(text):
+def dpkg_stanzas(text):
     """dpkg status text -> one dict per stanza of its top-level fields (lower-case keys); continuation lines
     (Description, Conffiles: those starting with a space or a tab) are skipped."""
     for stanza in re.split(r"\n[ \t]*\n", text or ""):
@@ -62,7 +62,7 @@ def parse_dpkg_status(text, native_arch=None):
     Names follow package_facts (python-apt): a package of the native architecture or ``all`` under its plain name,
     one of a foreign architecture (``dpkg --add-architecture``) as ``name:arch``, so ``libc6`` is never taken as
     present because ``libc6:i386`` is."""
-    stanzas = [fields for fields in _stanzas(text) if _installed(fields)]
+    stanzas = [fields for fields in dpkg_stanzas(text) if _installed(fields)]
     native = native_arch or native_dpkg_arch(stanzas)
     packages = {}
     for fields in stanzas:

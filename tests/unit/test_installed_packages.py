@@ -81,7 +81,7 @@ def test_dpkg_foreign_architecture_is_listed_apart():
 
 
 def test_native_architecture_comes_from_dpkg_itself():
-    stanzas = list(ip._stanzas(DPKG_STATUS))
+    stanzas = list(ip.dpkg_stanzas(DPKG_STATUS))
     assert ip.native_dpkg_arch(stanzas) == "amd64"
     without_dpkg = [fields for fields in stanzas if fields["package"] != "dpkg"]
     assert ip.native_dpkg_arch(without_dpkg) == "amd64"
