@@ -5,6 +5,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpufleet.cluster.plugins.modules import gpu_topology
 
+from module_harness import Exit, Fail, patch_module
 from test_nvidia_smi import load
 
 # What nvidia-smi prints on a host whose driver is missing or not loaded (rc 9).
@@ -27,9 +28,10 @@ A100_QUERY = query_rows(4, "NVIDIA A100-PCIE-40GB", "535.54.03")
 H100_Q = load("q-h100-sxm-8gpu-fabric-completed-r565.txt")
 
 
-class Exit(Exception):
+class Outcome(object):
+    """How the module ended: failed (fail_json) or not, and the result it returned."""
+
     def __init__(self, failed, result):
-        super(Exit, self).__init__(result.get("msg"))
         self.failed = failed
         self.result = result
 
@@ -44,20 +46,13 @@ def run(monkeypatch, args, outputs, binary="/usr/bin/nvidia-smi"):
         key = "query" if argv[1].startswith("--query-gpu") else argv[1]
         return outputs[key]
 
-    def exit_json(self, **result):
-        raise Exit(False, result)
-
-    def fail_json(self, **result):
-        raise Exit(True, result)
-
-    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+    patch_module(monkeypatch, run_command)
+    # None: nvidia-smi is not on the host.
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: binary)
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
     with patch_module_args(args):
-        with pytest.raises(Exit) as info:
+        with pytest.raises((Exit, Fail)) as info:
             gpu_topology.main()
-    return info.value, calls
+    return Outcome(isinstance(info.value, Fail), info.value.args[0]), calls
 
 
 HEALTHY_H100 = {"query": (0, H100_QUERY, ""), "topo": (0, H100_TOPO, ""), "nvlink": (0, "", ""),
