@@ -156,37 +156,58 @@ def role_vars(role, gpufleet_node, os_vars_file=None, **extra):
     return RoleVars(*layers)
 
 
-# ---- the roles' first_found lookups ------------------------------------------------------------------------------
+# ---- the roles' OS vars lookup -------------------------------------------------------------------------------------
+# The one way every role loads its OS variables (docs/development.md): first_found over os_vars_files.
+OS_VARS_FILE = "{{ lookup('ansible.builtin.first_found', gpufleet_node.os | gpufleet.cluster.os_vars_files(role_path)) }}"
 
-def lookup_spec(role):
-    """(candidate file templates, paths) of the include_vars first_found task in roles/<role>/tasks/main.yml."""
-    for task in load_yaml(ROLES, role, "tasks", "main.yml"):
-        if "ansible.builtin.include_vars" not in task:
-            continue
-        if "with_first_found" in task:
-            spec = task["with_first_found"][0]
-        else:
-            specs = [value for value in (task.get("vars") or {}).values() if isinstance(value, dict) and "files" in value]
-            assert len(specs) == 1, "%s: no first_found list in the include_vars task" % role
-            spec = specs[0]
-        return spec["files"], spec["paths"]
-    raise AssertionError("%s: tasks/main.yml loads no OS vars file" % role)
+
+def include_vars_tasks():
+    """(role, task file, task) for every include_vars task of every role."""
+    found = []
+    for role in sorted(os.listdir(ROLES)):
+        tasks_dir = os.path.join(ROLES, role, "tasks")
+        for name in sorted(os.listdir(tasks_dir)) if os.path.isdir(tasks_dir) else []:
+            for task in load_yaml(tasks_dir, name) or []:
+                if "ansible.builtin.include_vars" in task:
+                    found.append((role, name, task))
+    return found
 
 
 def resolve_os_vars(role, gpufleet_node):
-    """The file first_found picks for this node, or None (a relative path is relative to the role, as in Ansible)."""
-    files, paths = lookup_spec(role)
+    """The file the role's include_vars task picks for this node (Ansible's own first_found rendering the task's
+    expression), or None when there is none."""
+    tasks = [task for task in load_yaml(ROLES, role, "tasks", "main.yml") if "ansible.builtin.include_vars" in task]
+    assert len(tasks) == 1, "%s: tasks/main.yml loads no OS vars file" % role
+    assert tasks[0]["ansible.builtin.include_vars"] == {"file": OS_VARS_FILE}, role
     context = RoleVars({"gpufleet_node": gpufleet_node, "role_path": os.path.join(ROLES, role)})
-    for candidate in files:
-        name = context.render(candidate)
-        for path in paths:
-            directory = context.render(path)
-            if not os.path.isabs(directory):
-                directory = os.path.join(ROLES, role, directory)
-            found = os.path.join(directory, name)
-            if os.path.isfile(found):
-                return found
-    return None
+    candidates = context.render("{{ gpufleet_node.os | gpufleet.cluster.os_vars_files(role_path) }}")
+    existing = [path for path in candidates if os.path.isfile(path)]
+    if not existing:
+        return None
+    picked = context.render(OS_VARS_FILE)
+    assert picked == existing[0], (role, picked, existing)
+    return picked
+
+
+def test_every_role_loads_its_os_vars_one_way():
+    tasks = include_vars_tasks()
+    assert {role for role, _unused, _unused in tasks} >= {"nvidia_driver", "os_hardening", "ssh_hardening"}
+    for role, name, task in tasks:
+        assert task["ansible.builtin.include_vars"] == {"file": OS_VARS_FILE}, "%s/tasks/%s" % (role, name)
+    for role in os.listdir(ROLES):
+        for name in os.listdir(os.path.join(ROLES, role, "vars")) if os.path.isdir(os.path.join(ROLES, role, "vars")) else []:
+            # One casing: the distribution or family capitalised as os_vars_files writes it.
+            assert name == "main.yml" or name[:1].isupper(), "%s/vars/%s" % (role, name)
+
+
+def test_os_vars_files_order_and_casing():
+    from ansible_collections.gpufleet.cluster.plugins.filter.os_vars import os_vars_files
+    assert os_vars_files({"id": "debian", "major": "13", "family": "Debian"}, "/r") == [
+        "/r/vars/Debian-13.yml", "/r/vars/Debian.yml"]
+    assert os_vars_files({"id": "rocky", "major": "9", "family": "RedHat"}, "/r") == [
+        "/r/vars/Rocky-9.yml", "/r/vars/Rocky.yml", "/r/vars/RedHat.yml"]
+    with pytest.raises(Exception, match="id, major and family"):
+        os_vars_files({"id": "debian"}, "/r")
 
 
 def os_vars(role, name, machine):
