@@ -13,7 +13,7 @@ export GPUFLEET_NODE_IMAGE ?= gpufleet-node:trixie
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help venv docker image training-image lab lab-up lab-down acceptance audit lint syntax unit docs collection sanity ee ee-image molecule test test-fast benchmark clean
+.PHONY: help venv docker image training-image lab lab-up lab-down acceptance audit lint syntax unit integration docs collection sanity ee ee-image molecule test test-fast benchmark clean
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -66,6 +66,9 @@ syntax: venv  ## ansible-playbook --syntax-check of every playbook
 unit: $(VENV)/.installed-test  ## pytest unit tests (they fail when `make docs` has something to write)
 	$(BIN)/pytest -q tests/unit
 
+integration: $(VENV)/.installed-test  ## pytest tests that run ansible-playbook / ansible-runner on localhost
+	$(BIN)/pytest -q tests/integration
+
 docs: venv  ## Role README variable tables, defaults/main.yml comments and inventories/prod samples from meta/argument_specs.yml
 	$(BIN)/python scripts/role_docs.py
 
@@ -85,11 +88,11 @@ molecule: venv image  ## molecule test for every scenario (MOLECULE_JOBS in para
 	@$(BIN)/python scripts/run_molecule.py
 
 test-fast: venv  ## Everything but molecule
-	@$(BIN)/python scripts/run_tests.py lint syntax unit collection sanity
+	@$(BIN)/python scripts/run_tests.py lint syntax unit integration collection sanity
 
-test: venv  ## Everything: lint, syntax, unit, collection, sanity, execution environment image, molecule
+test: venv  ## Everything: lint, syntax, unit, integration, collection, sanity, execution environment image, molecule
 	@scripts/ensure-docker.sh
-	@$(BIN)/python scripts/run_tests.py lint syntax unit collection sanity ee molecule
+	@$(BIN)/python scripts/run_tests.py lint syntax unit integration collection sanity ee molecule
 
 # dev-sec's hardening collection that `make benchmark` runs beside site.yml: $GPUFLEET_PEER_DEVSEC, else a
 # shared/peers/devsec-hardening folder beside the checkout when there is one; without it the comparison is skipped.

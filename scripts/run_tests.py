@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run the test stages one after another, keep going after a failure, and close with one summary line.
 
-    python scripts/run_tests.py lint syntax unit collection sanity ee molecule
+    python scripts/run_tests.py lint syntax unit integration collection sanity ee molecule
 
 Each stage is a make target; its output streams through. The last line reads
 `make test: N passed, M failed` so CI (and people) see the verdict at a glance.
@@ -14,6 +14,7 @@ STAGES = {
     "lint": ["make", "--no-print-directory", "lint"],
     "syntax": ["make", "--no-print-directory", "syntax"],
     "unit": ["make", "--no-print-directory", "unit"],
+    "integration": ["make", "--no-print-directory", "integration"],
     "collection": ["make", "--no-print-directory", "collection"],
     "sanity": ["make", "--no-print-directory", "sanity"],
     "ee": ["make", "--no-print-directory", "ee-image"],

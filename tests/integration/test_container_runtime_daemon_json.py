@@ -8,10 +8,8 @@ import subprocess
 import sys
 
 import pytest
-import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ROLE = os.path.join(ROOT, "roles", "container_runtime")
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 VALIDATE = sys.executable + " -c 'import json,sys; json.load(open(sys.argv[1]))' %s"
 
@@ -149,29 +147,6 @@ def test_unusable_file_stops_the_role_and_stays_untouched(tmp_path, content, rea
     assert (sha(target), target.stat().st_mtime_ns) == before
 
 
-def load_yaml(*parts):
-    with open(os.path.join(ROLE, *parts)) as handle:
-        return yaml.safe_load(handle)
-
-
-def test_every_variable_is_documented_with_its_default():
-    defaults = load_yaml("defaults", "main.yml")
-    specs = load_yaml("meta", "argument_specs.yml")["argument_specs"]
-    main = specs["main"]["options"]
-    assert set(defaults) == set(main)
-    for name, option in main.items():
-        assert option.get("type") and option.get("description"), name
-        if "{{" not in str(defaults[name]):
-            assert option["default"] == defaults[name], name
-    for name, option in specs["daemon_json"]["options"].items():
-        if name != "container_runtime_daemon_json_overlay":
-            assert option == main[name], name
-    assert defaults["container_runtime_default_shm_size"] == "8G"
-    assert defaults["container_runtime_ulimit_memlock"] == -1
-    assert defaults["container_runtime_ulimit_stack"] == 67108864
-    assert defaults["container_runtime_no_new_privileges"] is True
-
-
 # --- what the merge refuses or warns about (filter gpufleet.cluster.daemon_json_review) -------------------------
 
 TLS = {"tlsverify": True, "tlscacert": "/etc/docker/ca.pem", "tlscert": "/etc/docker/cert.pem",
@@ -232,18 +207,3 @@ def test_insecure_registries_are_named_in_a_warning_and_kept(tmp_path):
     rc, out, _unused = merge(clean, OURS)
     assert rc == 0, out
     assert "insecure-registries" not in out
-
-
-def test_review_filter_on_its_own():
-    from ansible_collections.gpufleet.cluster.plugins.filter import docker_daemon
-    review = docker_daemon.daemon_json_review
-    assert review({}) == {"unsafe_hosts": [], "insecure_registries": [], "tls_complete": False}
-    assert review({"hosts": ["fd://", "unix:///run/docker.sock"]})["unsafe_hosts"] == []
-    assert review({"hosts": ["tcp://0.0.0.0:2375"]})["unsafe_hosts"] == ["tcp://0.0.0.0:2375"]
-    assert review({"hosts": ["tcp://0.0.0.0:2376"], **TLS}) == {
-        "unsafe_hosts": [], "insecure_registries": [], "tls_complete": True}
-    # "tlsverify": "true" (a string) is not JSON true, and Docker would not read it as such either.
-    assert review({"hosts": ["tcp://h:2376"], **dict(TLS, tlsverify="true")})["unsafe_hosts"] == ["tcp://h:2376"]
-    assert review({"insecure-registries": "r.example:5000"})["insecure_registries"] == ["r.example:5000"]
-    with pytest.raises(ValueError):
-        review(["not", "an", "object"])
