@@ -40,10 +40,10 @@ RULES = """groups:
 BLOB = bytes(range(256)) + b"{{ not jinja }}\n"
 
 JAIL_VARS = {
-    "fail2ban__ignoreip": ["127.0.0.1/8", "::1", "192.0.2.10"], "fail2ban_bantime": "1h",
+    "__fail2ban_ignoreip": ["127.0.0.1/8", "::1", "192.0.2.10"], "fail2ban_bantime": "1h",
     "fail2ban_bantime_maxtime": "1w", "fail2ban_findtime": "10m", "fail2ban_maxretry": 5,
     "fail2ban_banaction": "nftables", "fail2ban_sshd_port": 22,
-    "fail2ban__journalmatch": "_SYSTEMD_UNIT=ssh.service + _COMM=sshd",
+    "__fail2ban_journalmatch": "_SYSTEMD_UNIT=ssh.service + _COMM=sshd",
 }
 
 

@@ -23,12 +23,12 @@ def test_every_variable_is_documented_with_its_default():
 
 
 def test_packages_are_pinned_and_held():
-    apt_tasks = load_yaml("tasks", "install-Debian.yml")
+    apt_tasks = load_yaml("tasks", "install_apt.yml")
     install = next(t for t in apt_tasks if t["name"] == "Install the container toolkit at the pinned version")
     assert "'=' ~ nvidia_container_toolkit_version ~ '-*'" in install["ansible.builtin.apt"]["name"]
     hold = next(t for t in apt_tasks if "ansible.builtin.dpkg_selections" in t)
     assert hold["loop"] == "{{ nvidia_container_toolkit_packages }}"
-    dnf_tasks = load_yaml("tasks", "install-RedHat.yml")
+    dnf_tasks = load_yaml("tasks", "install_dnf.yml")
     assert any("community.general.dnf_versionlock" in t for t in dnf_tasks)
     repo = next(t for t in apt_tasks if "ansible.builtin.deb822_repository" in t)["ansible.builtin.deb822_repository"]
     assert repo["uris"] == ["{{ nvidia_container_toolkit_repo_url }}/deb/$(ARCH)"]

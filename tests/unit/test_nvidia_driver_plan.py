@@ -16,7 +16,7 @@ def load_yaml(*parts):
 
 
 def os_source(family_file):
-    return load_yaml("vars", family_file)["nvidia_driver_os_source"]
+    return load_yaml("vars", family_file)["__nvidia_driver_os_source"]
 
 
 # ---- branch floor -------------------------------------------------------------------------------------------

@@ -239,9 +239,13 @@ def test_every_role_finds_os_vars(role, name, machine):
 
 @pytest.mark.parametrize("name", sorted(OS_ROWS))
 def test_nvidia_container_toolkit_has_an_install_file_per_family(name):
-    # roles/nvidia_container_toolkit/tasks/toolkit.yml: include_tasks install-{{ gpufleet_node.os.family }}.yml
-    family = node(name, "x86_64")["os"]["family"]
-    assert os.path.isfile(os.path.join(ROLES, "nvidia_container_toolkit", "tasks", "install-%s.yml" % family))
+    # The toolkit's and the Docker engine's install files go by package manager: install_apt.yml, install_dnf.yml.
+    for role, tasks_file in (("nvidia_container_toolkit", "toolkit.yml"), ("container_runtime", "main.yml")):
+        task = next(t for t in load_yaml(ROLES, role, "tasks", tasks_file)
+                    if str(t.get("ansible.builtin.include_tasks", "")).startswith("install_"))
+        picked = RoleVars({"gpufleet_node": node(name, "x86_64")}).render(task["ansible.builtin.include_tasks"])
+        assert picked == ("install_apt.yml" if node(name, "x86_64")["os"]["family"] == "Debian" else "install_dnf.yml")
+        assert os.path.isfile(os.path.join(ROLES, role, "tasks", picked)), (role, picked)
 
 
 # ---- os_hardening ------------------------------------------------------------------------------------------------
@@ -273,24 +277,24 @@ OS_HARDENING_EL9 = {
 def test_os_hardening_packages_and_paths(name, machine):
     values, _unused = os_vars("os_hardening", name, machine)
     el = OS_ROWS[name][3] == "RedHat"
-    assert values["os_hardening__concern_packages"] == (OS_HARDENING_EL9 if el else OS_HARDENING_DEBIAN)
-    assert values["os_hardening__host_packages"] == {"accounting": ["psacct", "audit"] if el else ["acct", "auditd"]}
-    assert values["os_hardening__unattended_packages"] == (["dnf-automatic"] if el else ["unattended-upgrades"])
-    assert values["os_hardening__host_accounting_units"] == (
+    assert values["__os_hardening_concern_packages"] == (OS_HARDENING_EL9 if el else OS_HARDENING_DEBIAN)
+    assert values["__os_hardening_host_packages"] == {"accounting": ["psacct", "audit"] if el else ["acct", "auditd"]}
+    assert values["__os_hardening_unattended_packages"] == (["dnf-automatic"] if el else ["unattended-upgrades"])
+    assert values["__os_hardening_host_accounting_units"] == (
         ["psacct.service", "auditd.service"] if el else ["acct.service", "auditd.service"])
     # AIDE: EL9 keeps one /etc/aide.conf and a gzip database (aide 0.16's own defaults); Debian's aide-common a
     # conf.d directory, an uncompressed database and dailyaidecheck.timer.
     if el:
-        assert (values["os_hardening__aide_config"], values["os_hardening__aide_database"],
-                values["os_hardening__aide_database_new"]) == (
+        assert (values["__os_hardening_aide_config"], values["__os_hardening_aide_database"],
+                values["__os_hardening_aide_database_new"]) == (
             "/etc/aide.conf", "/var/lib/aide/aide.db.gz", "/var/lib/aide/aide.db.new.gz")
-        assert values["os_hardening__aide_exclude_file"] == "" and values["os_hardening__aide_timer"] == ""
+        assert values["__os_hardening_aide_exclude_file"] == "" and values["__os_hardening_aide_timer"] == ""
     else:
-        assert values["os_hardening__aide_config"] == "/etc/aide/aide.conf"
-        assert values["os_hardening__aide_exclude_file"].startswith("/etc/aide/aide.conf.d/")
-        assert values["os_hardening__aide_timer"] == "dailyaidecheck.timer"
+        assert values["__os_hardening_aide_config"] == "/etc/aide/aide.conf"
+        assert values["__os_hardening_aide_exclude_file"].startswith("/etc/aide/aide.conf.d/")
+        assert values["__os_hardening_aide_timer"] == "dailyaidecheck.timer"
     # Nothing Debian-only is installed on EL, and the reverse.
-    every = [pkg for names in values["os_hardening__concern_packages"].values() for pkg in names]
+    every = [pkg for names in values["__os_hardening_concern_packages"].values() for pkg in names]
     if el:
         assert not {"needrestart", "debsums", "acct", "auditd", "aide-common"} & set(every)
     else:
@@ -331,9 +335,9 @@ def hardening_units(name, machine, container=False, cron=False, check_mode=False
     gpufleet_node = dict(node(name, machine), container=container)
     found = resolve_os_vars("os_hardening", gpufleet_node)
     task = hardening_units_task()
-    registered = {"os_hardening__install_tools": {"changed": tools_changed},
-                  "os_hardening__install_tools_dnf": {"changed": False}, "os_hardening__install": {"changed": False},
-                  "os_hardening__cron": {"stat": {"exists": cron}}}
+    registered = {"__os_hardening_install_tools": {"changed": tools_changed},
+                  "__os_hardening_install_tools_dnf": {"changed": False}, "__os_hardening_install": {"changed": False},
+                  "__os_hardening_cron": {"stat": {"exists": cron}}}
     variables = role_vars("os_hardening", gpufleet_node, found, ansible_check_mode=check_mode, **dict(
         registered, **dict(task["vars"], **dict(("os_hardening_" + key, value) for key, value in switches.items()))))
     module_args = task["gpufleet.cluster.systemd_units"]
@@ -389,14 +393,14 @@ def _flatten(tasks):
 def test_fail2ban_packages_and_journal(name, machine):
     values, _unused = os_vars("fail2ban", name, machine)
     if OS_ROWS[name][3] == "RedHat":
-        assert values["fail2ban__packages"] == ["fail2ban-server", "fail2ban-systemd"]
-        assert values["fail2ban__banaction_packages"] == {"nftables": ["nftables"], "iptables": ["iptables-nft"]}
-        assert values["fail2ban__journalmatch"].startswith("_SYSTEMD_UNIT=sshd.service ")
+        assert values["__fail2ban_packages"] == ["fail2ban-server", "fail2ban-systemd"]
+        assert values["__fail2ban_banaction_packages"] == {"nftables": ["nftables"], "iptables": ["iptables-nft"]}
+        assert values["__fail2ban_journalmatch"].startswith("_SYSTEMD_UNIT=sshd.service ")
     else:
-        assert values["fail2ban__packages"] == ["fail2ban", "python3-systemd"]
-        assert values["fail2ban__banaction_packages"] == {"nftables": ["nftables"], "iptables": ["iptables"]}
-        assert values["fail2ban__journalmatch"].startswith("_SYSTEMD_UNIT=ssh.service ")
-    assert "_COMM=sshd" in values["fail2ban__journalmatch"]
+        assert values["__fail2ban_packages"] == ["fail2ban", "python3-systemd"]
+        assert values["__fail2ban_banaction_packages"] == {"nftables": ["nftables"], "iptables": ["iptables"]}
+        assert values["__fail2ban_journalmatch"].startswith("_SYSTEMD_UNIT=ssh.service ")
+    assert "_COMM=sshd" in values["__fail2ban_journalmatch"]
 
 
 # ---- interconnect ------------------------------------------------------------------------------------------------
@@ -426,15 +430,15 @@ def test_ssh_container_runtime_and_trust_store(name, machine):
     el = OS_ROWS[name][3] == "RedHat"
     ssh, _unused = os_vars("ssh_hardening", name, machine)
     # OpenSSH's unit: ssh.service on Debian/Ubuntu, sshd.service on EL.
-    assert (ssh["ssh_hardening__package"], ssh["ssh_hardening__service"]) == ("openssh-server", "sshd" if el else "ssh")
+    assert (ssh["__ssh_hardening_package"], ssh["__ssh_hardening_service"]) == ("openssh-server", "sshd" if el else "ssh")
     engine, _unused = os_vars("container_runtime", name, machine)
     # Debian/Ubuntu ship docker.io; EL ships only podman, so Docker's own docker-ce repository is the one source.
-    assert engine["container_runtime_packages"]["os"] == ([] if el else ["docker.io"])
-    assert engine["container_runtime_packages"]["docker"] == ["docker-ce", "docker-ce-cli", "containerd.io"]
+    assert engine["__container_runtime_packages"]["os"] == ([] if el else ["docker.io"])
+    assert engine["__container_runtime_packages"]["docker"] == ["docker-ce", "docker-ce-cli", "containerd.io"]
     trust, _unused = os_vars("image_security", name, machine)
-    assert trust["image_security_ca_trust_update"] == (["update-ca-trust", "extract"] if el else ["update-ca-certificates"])
+    assert trust["__image_security_ca_trust_update"] == (["update-ca-trust", "extract"] if el else ["update-ca-certificates"])
     # cosign is packaged from Debian 13 (trixie) on only.
-    assert trust["image_security_cosign_packaged"] is (name == "debian-13")
+    assert trust["__image_security_cosign_packaged"] is (name == "debian-13")
 
 
 # ---- gpu_monitoring: architecture, DCGM package, the shared CUDA source ------------------------------------------
@@ -506,7 +510,7 @@ def shared_cuda_source(name, machine, **extra):
     monitoring = role_vars("gpu_monitoring", gpufleet_node, resolve_os_vars("gpu_monitoring", gpufleet_node), **extra)
     handed = monitoring["__gpu_monitoring_dcgm_repo_url"]
     driver = role_vars("nvidia_driver", gpufleet_node, None, nvidia_driver_repo_url=handed)
-    return handed, driver["nvidia_driver__cuda_repo"]
+    return handed, driver["__nvidia_driver_cuda_repo"]
 
 
 @pytest.mark.parametrize("name, machine", MATRIX)
@@ -560,7 +564,7 @@ def test_nvidia_driver_plan_per_os_and_machine(name, machine):
 
     source, branch, packages, kernel, headers_meta = DRIVER_ROWS[name]
     found, _unused = driver_os_vars(name, machine)
-    assert found["nvidia_driver_os_source"] == source
+    assert found["__nvidia_driver_os_source"] == source
     summary = node(name, machine)["os"]
     plan = nvidia_driver.driver_plan(summary["family"], summary["id"], source, branch, "open")
     assert plan["packages"] == packages
@@ -574,7 +578,7 @@ def test_nvidia_driver_plan_per_os_and_machine(name, machine):
 @pytest.mark.parametrize("name, machine", [(n, m) for n, m in MATRIX if DRIVER_ROWS[n][0] == "cuda"])
 def test_nvidia_driver_cuda_repository_follows_os_and_machine(name, machine):
     _unused, rendered = driver_os_vars(name, machine)
-    url = rendered["nvidia_driver__cuda_repo"]
+    url = rendered["__nvidia_driver_cuda_repo"]
     assert url == "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/" + (
         "sbsa" if machine == "aarch64" else "x86_64")
 
