@@ -1,0 +1,69 @@
+"""The conventions of docs/development.md ("One way to do each common thing") that a file scan can check."""
+import os
+import re
+
+import yaml
+
+from conftest import ROOT
+
+ROLES = os.path.join(ROOT, "roles")
+ROLE_NAMES = sorted(os.listdir(ROLES))
+
+
+def role_files(*suffixes):
+    for role in ROLE_NAMES:
+        for folder, _dirs, names in os.walk(os.path.join(ROLES, role)):
+            for name in names:
+                if name.endswith(suffixes):
+                    yield role, os.path.join(folder, name)
+
+
+def tasks_of(data):
+    for task in data if isinstance(data, list) else []:
+        if isinstance(task, dict):
+            yield task
+            for key in ("block", "rescue", "always"):
+                yield from tasks_of(task.get(key))
+
+
+def test_internal_names_carry_the_one_marker():
+    """`__<role>_<name>`, never `<role>__<name>` nor a trailing underscore."""
+    old_marker = re.compile(r"\b(%s)__[a-z0-9_]+" % "|".join(ROLE_NAMES))
+    trailing = re.compile(r"\b(?:%s)_[a-z0-9_]*[a-z0-9]_\b(?![*'\"])" % "|".join(ROLE_NAMES))
+    offenders = []
+    for _role, path in role_files(".yml", ".j2"):
+        with open(path) as handle:
+            text = handle.read()
+        for pattern in (old_marker, trailing):
+            offenders += ["%s: %s" % (os.path.relpath(path, ROOT), m.group(0)) for m in pattern.finditer(text)]
+    assert offenders == []
+
+
+def test_task_files_are_snake_case():
+    for role in ROLE_NAMES:
+        tasks_dir = os.path.join(ROLES, role, "tasks")
+        for name in os.listdir(tasks_dir) if os.path.isdir(tasks_dir) else []:
+            assert re.match(r"^[a-z0-9_]+\.yml$", name), "%s/tasks/%s" % (role, name)
+
+
+def test_package_tasks_retry_through_the_one_knob():
+    """Every apt/package/dnf task that retries takes gpufleet_package_retries and gpufleet_package_retry_delay."""
+    seen = 0
+    paths = [path for _role, path in role_files(".yml") if os.sep + "tasks" + os.sep in path]
+    paths.append(os.path.join(ROOT, "playbooks", "audit.yml"))
+    for path in paths:
+        with open(path) as handle:
+            data = yaml.safe_load(handle)
+        if path.endswith("audit.yml"):
+            data = [task for play in data for task in play.get("tasks", [])]
+        for task in tasks_of(data):
+            if "retries" not in task:
+                continue
+            if not any(key in task for key in ("ansible.builtin.apt", "ansible.builtin.package", "ansible.builtin.dnf")):
+                continue
+            seen += 1
+            where = "%s: %s" % (os.path.relpath(path, ROOT), task.get("name"))
+            assert task["retries"] == "{{ gpufleet_package_retries | default(10) }}", where
+            assert task["delay"] == "{{ gpufleet_package_retry_delay | default(10) }}", where
+            assert task["until"].endswith("is succeeded"), where
+    assert seen >= 15
