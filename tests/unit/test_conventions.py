@@ -67,3 +67,19 @@ def test_package_tasks_retry_through_the_one_knob():
             assert task["delay"] == "{{ gpufleet_package_retry_delay | default(10) }}", where
             assert task["until"].endswith("is succeeded"), where
     assert seen >= 15
+
+
+def test_a_templated_task_file_name_goes_under_file():
+    """`include_tasks: "install_{{ 'apt' if family == 'Debian' else 'dnf' }}.yml"` in the free form is read as
+    key=value options ("Invalid options for ansible.builtin.include_tasks") when the task runs, after the syntax
+    check passed: a name with an `=` in it goes under `file:`."""
+    for _role, path in role_files(".yml"):
+        if os.sep + "tasks" + os.sep not in path:
+            continue
+        with open(path) as handle:
+            data = yaml.safe_load(handle)
+        for task in tasks_of(data):
+            for key in ("ansible.builtin.include_tasks", "ansible.builtin.import_tasks"):
+                value = task.get(key)
+                if isinstance(value, str):
+                    assert "=" not in value, "%s: %s: %s" % (os.path.relpath(path, ROOT), task.get("name"), value)

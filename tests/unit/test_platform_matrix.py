@@ -242,8 +242,8 @@ def test_nvidia_container_toolkit_has_an_install_file_per_family(name):
     # The toolkit's and the Docker engine's install files go by package manager: install_apt.yml, install_dnf.yml.
     for role, tasks_file in (("nvidia_container_toolkit", "toolkit.yml"), ("container_runtime", "main.yml")):
         task = next(t for t in load_yaml(ROLES, role, "tasks", tasks_file)
-                    if str(t.get("ansible.builtin.include_tasks", "")).startswith("install_"))
-        picked = RoleVars({"gpufleet_node": node(name, "x86_64")}).render(task["ansible.builtin.include_tasks"])
+                    if str((t.get("ansible.builtin.include_tasks") or {}).get("file", "")).startswith("install_"))
+        picked = RoleVars({"gpufleet_node": node(name, "x86_64")}).render(task["ansible.builtin.include_tasks"]["file"])
         assert picked == ("install_apt.yml" if node(name, "x86_64")["os"]["family"] == "Debian" else "install_dnf.yml")
         assert os.path.isfile(os.path.join(ROLES, role, "tasks", picked)), (role, picked)
 
