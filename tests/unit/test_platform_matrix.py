@@ -508,9 +508,15 @@ def shared_cuda_source(name, machine, **extra):
     hands over its URL (vars/main.yml), nvidia_driver's vars/main.yml turns an empty one into NVIDIA's default."""
     gpufleet_node = node(name, machine)
     monitoring = role_vars("gpu_monitoring", gpufleet_node, resolve_os_vars("gpu_monitoring", gpufleet_node), **extra)
-    handed = monitoring["__gpu_monitoring_dcgm_repo_url"]
-    driver = role_vars("nvidia_driver", gpufleet_node, None, nvidia_driver_repo_url=handed)
-    return handed, driver["__nvidia_driver_cuda_repo"]
+    include = next(task for task in load_yaml(ROLES, "gpu_monitoring", "tasks", "dcgm.yml")
+                   if (task.get("ansible.builtin.include_role") or {}).get("tasks_from") == "cuda_repository")
+    # The include's own variables, as gpu_monitoring renders them (the set_fact before it resolves the source URL).
+    monitoring = role_vars("gpu_monitoring", gpufleet_node, resolve_os_vars("gpu_monitoring", gpufleet_node),
+                           __gpu_monitoring_dcgm_source_url=monitoring["__gpu_monitoring_dcgm_repo_url"],
+                           __gpu_monitoring_dcgm_source_key_url=monitoring["__gpu_monitoring_dcgm_repo_key_url"], **extra)
+    handed = {name: monitoring.render(value) for name, value in include["vars"].items()}
+    driver = role_vars("nvidia_driver", gpufleet_node, None, **dict(extra, **handed))
+    return handed["nvidia_driver_repo_url"], driver["__nvidia_driver_cuda_repo"]
 
 
 @pytest.mark.parametrize("name, machine", MATRIX)
@@ -530,9 +536,13 @@ def test_dcgm_repo_overrides(name, machine):
     # gpu_monitoring_dcgm_repo_url replaces the shared source's URL.
     handed, url = shared_cuda_source(name, machine, gpu_monitoring_dcgm_repo_url="https://mirror.example/cuda/")
     assert (handed, url) == ("https://mirror.example/cuda/", "https://mirror.example/cuda")
-    # An explicit architecture directory wins over gpufleet_node.machine.
-    _unused, url = shared_cuda_source(name, machine, gpu_monitoring_dcgm_repo_arch="x86_64")
-    assert url.endswith("/%s/x86_64" % CUDA_DISTRO[name])
+    # An explicit architecture directory wins over gpufleet_node.machine: gpu_monitoring hands it to the driver,
+    # which builds the URL (gpu_monitoring builds none of its own).
+    handed, url = shared_cuda_source(name, machine, gpu_monitoring_dcgm_repo_arch="x86_64")
+    assert handed == ""
+    assert url == "https://developer.download.nvidia.com/compute/cuda/repos/%s/x86_64" % CUDA_DISTRO[name]
+    _unused, url = shared_cuda_source(name, machine, gpu_monitoring_dcgm_repo_arch="sbsa")
+    assert url.endswith("/%s/sbsa" % CUDA_DISTRO[name])
 
 
 def test_gpu_monitoring_no_longer_defines_its_own_cuda_source():
@@ -542,7 +552,9 @@ def test_gpu_monitoring_no_longer_defines_its_own_cuda_source():
     include = [t for t in tasks if "ansible.builtin.include_role" in t][0]
     assert include["ansible.builtin.include_role"] == {"name": "gpufleet.cluster.nvidia_driver",
                                                        "tasks_from": "cuda_repository"}
-    assert set(include["vars"]) == {"nvidia_driver_repo_url", "nvidia_driver_repo_key_url"}
+    assert set(include["vars"]) == {"nvidia_driver_repo_url", "nvidia_driver_repo_key_url", "nvidia_driver_repo_arch"}
+    # No URL of NVIDIA's repository is built here: the driver role builds it.
+    assert "developer.download.nvidia.com" not in open(os.path.join(ROLES, "gpu_monitoring", "vars", "main.yml")).read()
     # Upgraded nodes lose the old DCGM-only entry that conflicts with gpufleet-nvidia-cuda.
     assert "/etc/apt/sources.list.d/gpufleet-cuda-dcgm.sources" in text
     assert "/etc/yum.repos.d/gpufleet-cuda-dcgm.repo" in text
