@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
+    group_hosts,
     node_address,
     trusted_addresses,
 )
@@ -25,7 +26,14 @@ def cluster_trusted_addresses(hosts, hostvars, networks=None):
     return trusted_addresses(hostvars, hosts, networks or [])
 
 
+@as_filter
+def cluster_group_hosts(group_names, groups):
+    """``cluster_groups | gpufleet.cluster.group_hosts(groups)``: the hosts of those groups, each once."""
+    return group_hosts(group_names, groups)
+
+
 class FilterModule(object):
     def filters(self):
-        return {"node_address": cluster_node_address,
+        return {"group_hosts": cluster_group_hosts,
+                "node_address": cluster_node_address,
                 "trusted_addresses": cluster_trusted_addresses}

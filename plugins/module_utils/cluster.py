@@ -10,6 +10,19 @@ __metaclass__ = type
 import ipaddress
 
 
+def group_hosts(group_names, groups):
+    """The hosts of the named inventory groups, each once, in the order the groups list them; a group the inventory
+    does not have adds nothing (a fleet without login nodes has no login_nodes group)."""
+    if isinstance(group_names, str):
+        group_names = [group_names]
+    hosts = []
+    for name in group_names or []:
+        for host in (groups or {}).get(name) or []:
+            if host not in hosts:
+                hosts.append(host)
+    return hosts
+
+
 def node_address(host_vars, name):
     """The address nodes reach each other on: gpufleet_cluster_address, else ansible_host, else the name."""
     return host_vars.get("gpufleet_cluster_address") or host_vars.get("ansible_host") or name

@@ -49,3 +49,15 @@ def test_an_address_claimed_by_two_nodes_is_refused():
 def test_a_trusted_network_that_is_not_a_cidr_is_refused():
     with pytest.raises(ValueError, match="not a CIDR"):
         cluster.trusted_addresses({}, [], ["cluster-net"])
+
+
+def test_group_hosts_lists_each_host_once_and_skips_missing_groups():
+    from ansible_collections.gpufleet.cluster.plugins.filter.cluster import FilterModule
+    group_hosts = FilterModule().filters()["group_hosts"]
+    groups = {"gpu_nodes": ["n1", "n2"], "login_nodes": ["login1", "n2"], "all": ["n1", "n2", "login1"]}
+    assert group_hosts(["gpu_nodes", "login_nodes"], groups) == ["n1", "n2", "login1"]
+    assert group_hosts(["login_nodes", "gpu_nodes"], groups) == ["login1", "n2", "n1"]
+    # A fleet without the group: nothing from it, and no error.
+    assert group_hosts(["gpu_nodes", "storage_nodes"], groups) == ["n1", "n2"]
+    assert group_hosts("gpu_nodes", groups) == ["n1", "n2"]
+    assert group_hosts([], groups) == []

@@ -36,7 +36,8 @@ def environment(native=False):
 
 def _ansible_names(expression):
     """Jinja2 cannot parse dotted filter names; Ansible can. Quote them into plain identifiers."""
-    return expression.replace("gpufleet.cluster.trusted_addresses", "gpufleet_trusted_addresses")
+    return (expression.replace("gpufleet.cluster.trusted_addresses", "gpufleet_trusted_addresses")
+            .replace("gpufleet.cluster.group_hosts", "gpufleet_group_hosts"))
 
 
 def sets_task():
@@ -49,6 +50,7 @@ def accept_sets(hostvars, groups, **settings):
     """The facts the role's set_fact task gives, from its own expressions."""
     env = environment(native=True)
     env.filters["gpufleet_trusted_addresses"] = cluster.cluster_trusted_addresses
+    env.filters["gpufleet_group_hosts"] = cluster.cluster_group_hosts
     context = dict(hostvars=hostvars, groups=groups, os_hardening_cluster_groups=["gpu_nodes", "login_nodes"],
                    os_hardening_trusted_networks=[], os_hardening_admin_networks=[])
     context.update(settings)
