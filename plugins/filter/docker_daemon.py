@@ -1,15 +1,17 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
-"""What the container_runtime role refuses or warns about in a Docker daemon.json.
+"""What the container_runtime role refuses or warns about in a Docker daemon.json, and the limits Docker runs under.
 
 The work is done by plain functions (no Ansible state) so unit tests call them directly.
-The filter's documentation is plugins/filter/daemon_json_review.yml.
+The filters' documentation is plugins/filter/daemon_json_review.yml and plugins/filter/proc_limits.yml.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
+
+import re
 
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors import as_filter
 
@@ -42,8 +44,30 @@ def daemon_json_review(config):
     }
 
 
+# "Max locked memory         8388608              8388608              bytes     ": the name, then soft, hard and the
+# units (none for the nice and realtime priorities), in the kernel's fixed columns.
+_LIMIT_LINE = re.compile(r"^(Max [A-Za-z ]+?)\s{2,}(\S+)\s+(\S+)(?:\s+(\S+))?\s*$")
+
+
+def proc_limits(text):
+    """/proc/<pid>/limits text -> {'locked memory': {'soft': '8388608', 'hard': '8388608', 'units': 'bytes'}, ...}.
+
+    Keys drop the leading "Max " and are lower case; values stay as printed ("unlimited" or a number)."""
+    if not isinstance(text, str):
+        raise ValueError("proc_limits expects the text of /proc/<pid>/limits, got %s" % type(text).__name__)
+    limits = {}
+    for line in text.splitlines():
+        match = _LIMIT_LINE.match(line)
+        if match:
+            name, soft, hard, units = match.groups()
+            limits[name[4:].strip().lower()] = {"soft": soft, "hard": hard, "units": units or ""}
+    if not limits:
+        raise ValueError("proc_limits found no 'Max ...' line: is this /proc/<pid>/limits?")
+    return limits
+
+
 class FilterModule(object):
     """gpufleet Docker daemon helpers."""
 
     def filters(self):
-        return {"daemon_json_review": as_filter(daemon_json_review)}
+        return {"daemon_json_review": as_filter(daemon_json_review), "proc_limits": as_filter(proc_limits)}

@@ -47,3 +47,26 @@ def test_review_filter_on_its_own():
     assert review({"insecure-registries": "r.example:5000"})["insecure_registries"] == ["r.example:5000"]
     with pytest.raises(ValueError):
         review(["not", "an", "object"])
+
+
+def test_proc_limits_of_a_node_container_and_of_a_host():
+    from conftest import fixture_parts
+    from ansible_collections.gpufleet.cluster.plugins.filter.docker_daemon import proc_limits
+    container = proc_limits(fixture_parts("proc-limits", "pid1-trixie-node-container.txt")[1])
+    assert container["locked memory"] == {"soft": "8388608", "hard": "8388608", "units": "bytes"}
+    assert container["stack size"] == {"soft": "8388608", "hard": "unlimited", "units": "bytes"}
+    assert container["nice priority"] == {"soft": "0", "hard": "0", "units": ""}
+    assert len(container) == 16
+    host = proc_limits(fixture_parts("proc-limits", "pid1-vm-host.txt")[1])
+    assert host["locked memory"]["hard"] == "unlimited"
+    assert host["core file size"] == {"soft": "0", "hard": "unlimited", "units": "bytes"}
+    with pytest.raises(ValueError, match="no 'Max"):
+        proc_limits("Limit  Soft Limit  Hard Limit  Units\n")
+
+
+def test_the_limits_check_reads_pid1_through_slurp_and_the_filter():
+    tasks = load_yaml("tasks", "main.yml")
+    read = next(t for t in tasks if t["name"] == "Read the resource limits Docker itself runs under")
+    assert read["ansible.builtin.slurp"] == {"src": "/proc/1/limits"}
+    check = next(t for t in tasks if t["name"] == "Stop when Docker here cannot give containers the requested limits")
+    assert "gpufleet.cluster.proc_limits" in check["vars"]["__container_runtime_limits"]

@@ -83,3 +83,28 @@ def test_a_templated_task_file_name_goes_under_file():
                 value = task.get(key)
                 if isinstance(value, str):
                     assert "=" not in value, "%s: %s: %s" % (os.path.relpath(path, ROOT), task.get("name"), value)
+
+
+def test_task_vars_are_internal_names():
+    """A task's own `vars:` are working values: `__<role>_<name>`. Variables handed to an include or import are the
+    included file's or role's inputs and keep their names (validate's step record included)."""
+    inputs = set()
+    for role in ROLE_NAMES:
+        spec = os.path.join(ROLES, role, "meta", "argument_specs.yml")
+        if os.path.exists(spec):
+            with open(spec) as handle:
+                for entry in (yaml.safe_load(handle).get("argument_specs") or {}).values():
+                    inputs |= set((entry.get("options") or {}))
+    offenders = []
+    for role, path in role_files(".yml"):
+        if os.sep + "tasks" + os.sep not in path:
+            continue
+        with open(path) as handle:
+            data = yaml.safe_load(handle)
+        for task in tasks_of(data):
+            if any(key.endswith(("include_tasks", "import_tasks", "include_role", "import_role")) for key in task):
+                continue
+            for name in task.get("vars") or {}:
+                if not name.startswith("__%s_" % role) and name not in inputs:
+                    offenders.append("%s: %s" % (os.path.relpath(path, ROOT), name))
+    assert offenders == []
