@@ -108,3 +108,27 @@ def test_task_vars_are_internal_names():
                 if not name.startswith("__%s_" % role) and name not in inputs:
                     offenders.append("%s: %s" % (os.path.relpath(path, ROOT), name))
     assert offenders == []
+
+
+DETECT = {
+    "name": "Detect the node when preflight has not run yet",
+    "ansible.builtin.include_role": {"name": "gpufleet.cluster.preflight", "apply": {"tags": ["always"]}},
+    "when": "gpufleet_node is not defined",
+    "tags": ["always"],
+}
+
+
+def test_every_detection_of_the_node_is_the_same_task():
+    """A role (or entry point) that needs gpufleet_node detects it with exactly this task, first, so a role run on its
+    own, or with a concern's tag, still has the node facts."""
+    found = 0
+    for role, path in role_files(".yml"):
+        if os.sep + "tasks" + os.sep not in path:
+            continue
+        with open(path) as handle:
+            data = yaml.safe_load(handle) or []
+        for task in tasks_of(data):
+            if "preflight" in str(task.get("ansible.builtin.include_role", "")):
+                assert task == DETECT, os.path.relpath(path, ROOT)
+                found += 1
+    assert found >= 11
