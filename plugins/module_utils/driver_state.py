@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import re
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import nvidia_driver as nd
@@ -21,6 +22,33 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.installed_package
 NOT_OURS_RE = re.compile(r"^(lib)?nvidia-container")
 # Kernel module names the driver's module is installed under (Debian renames it to nvidia-current).
 MODULE_NAMES = ("nvidia", "nvidia-current")
+
+
+# Where nvidia-persistenced's unit and binary are looked for, first match first: a local unit before the packaged one.
+PERSISTENCED_UNITS = ("/etc/systemd/system/nvidia-persistenced.service",
+                      "/usr/lib/systemd/system/nvidia-persistenced.service",
+                      "/lib/systemd/system/nvidia-persistenced.service")
+PERSISTENCED_BINARIES = ("/usr/bin/nvidia-persistenced", "/usr/sbin/nvidia-persistenced")
+
+
+def persistenced(root="/"):
+    """Where nvidia-persistenced is under ``root``: {"unit_file": the first unit that is not masked (a link to
+    /dev/null) or "", "unit_text": its text, "binary": the first binary or "", "masked": the masked unit paths}."""
+    def under(path):
+        return os.path.join(root, path.lstrip("/"))
+
+    masked = [path for path in PERSISTENCED_UNITS
+              if os.path.islink(under(path)) and os.path.realpath(under(path)) == os.devnull]
+    unit_file = next((path for path in PERSISTENCED_UNITS if path not in masked and os.path.exists(under(path))), "")
+    text = ""
+    if unit_file:
+        try:
+            with open(under(unit_file)) as handle:
+                text = handle.read()
+        except (IOError, OSError, UnicodeDecodeError):
+            text = ""
+    binary = next((path for path in PERSISTENCED_BINARIES if os.path.exists(under(path))), "")
+    return {"unit_file": unit_file, "unit_text": text, "binary": binary, "masked": masked}
 
 
 def parse_dpkg_status(text):

@@ -16,8 +16,8 @@ description:
   - Reads the installed packages (C(/var/lib/dpkg/status) or C(rpm -qa)), the holds, the candidate version
     (C(apt-cache policy)), the loaded kernel module (C(/proc/driver/nvidia/version)), the running and installed
     kernels, which of them have the NVIDIA module of the installed driver (C(modinfo -k)), C(dkms status), the
-    driver's service units and the machine id, and returns the plan of the run (what to install, hold, build)
-    with the problems that must stop it.
+    driver's service units, where nvidia-persistenced's unit and binary are, and the machine id, and returns the
+    plan of the run (what to install, hold, build) with the problems that must stop it.
   - With O(build_missing), runs C(dkms autoinstall -k) for every installed kernel that has its headers but no
     module of the installed driver (a kernel that arrived with an update), so the next boot loads the driver.
     That is the only change it makes; in check mode it only reports the kernels it would build for.
@@ -121,6 +121,12 @@ state:
     kernel: {description: "Running/installed kernels, module per kernel, status ok/missing/skipped and reason.",
              type: dict}
     units: {description: The driver's systemd units present on the node., type: list}
+    persistenced:
+      description: >-
+        Where nvidia-persistenced is: C(unit_file) (the first of /etc/systemd/system, /usr/lib/systemd/system and
+        /lib/systemd/system that is not masked, or empty), C(unit_text) (its text), C(binary) (/usr/bin or
+        /usr/sbin, or empty) and C(masked) (the unit paths linked to /dev/null).
+      type: dict
     machine_id: {description: /etc/machine-id of the node., type: str}
     problems: {description: Sentences that must stop the run before anything changes., type: list}
     notes: {description: Warnings for the operator., type: list}
@@ -261,6 +267,7 @@ def main():
     state["built"] = built
     state["units"] = [u for u in UNITS if any(os.path.exists(_path(root, os.path.join(d, u))) for d in UNIT_DIRS)]
     state["machine_id"] = (sysfs.read_text(_path(root, "etc/machine-id"), default="") or "").strip()
+    state["persistenced"] = ds.persistenced(root)
     for note in state["notes"]:
         module.warn(note)
     module.exit_json(changed=changed, state=state)

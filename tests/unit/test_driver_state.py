@@ -233,3 +233,28 @@ def test_an_offer_below_the_floor_is_refused_and_another_branch_is_noted():
     policy = {"nvidia-driver": {"installed": "", "candidate": "535.261.03-1~deb12u1"}}
     state = ds.decide(DEBIAN_PLAN, {}, policy, "", kernel(modules={}), dict(OPTIONS, headers=False))
     assert state["problems"] == [] and "carry branch 535" in state["notes"][0]
+
+
+def test_persistenced_is_found_where_the_packages_put_it_and_a_masked_unit_is_passed_over(tmp_path):
+    def touch(path, text=""):
+        full = tmp_path / path.lstrip("/")
+        full.parent.mkdir(parents=True, exist_ok=True)
+        full.write_text(text)
+    assert ds.persistenced(str(tmp_path)) == {"unit_file": "", "unit_text": "", "binary": "", "masked": []}
+    # Debian's package: the unit under /usr/lib (and /lib, the same file on a merged /usr), the binary in /usr/bin.
+    unit = "[Service]\nExecStart=/usr/bin/nvidia-persistenced --user nvpd --no-persistence-mode\n"
+    touch("/usr/lib/systemd/system/nvidia-persistenced.service", unit)
+    touch("/usr/bin/nvidia-persistenced")
+    found = ds.persistenced(str(tmp_path))
+    assert found == {"unit_file": "/usr/lib/systemd/system/nvidia-persistenced.service", "unit_text": unit,
+                     "binary": "/usr/bin/nvidia-persistenced", "masked": []}
+    # An operator's unit in /etc wins; masked (a link to /dev/null), it is not the unit to read.
+    etc = tmp_path / "etc/systemd/system"
+    etc.mkdir(parents=True)
+    (etc / "nvidia-persistenced.service").symlink_to("/dev/null")
+    found = ds.persistenced(str(tmp_path))
+    assert found["masked"] == ["/etc/systemd/system/nvidia-persistenced.service"]
+    assert found["unit_file"] == "/usr/lib/systemd/system/nvidia-persistenced.service"
+    (etc / "nvidia-persistenced.service").unlink()
+    touch("/etc/systemd/system/nvidia-persistenced.service", "[Service]\nExecStart=/usr/sbin/nvidia-persistenced\n")
+    assert ds.persistenced(str(tmp_path))["unit_file"] == "/etc/systemd/system/nvidia-persistenced.service"
