@@ -26,6 +26,17 @@ def tasks_of(data):
                 yield from tasks_of(task.get(key))
 
 
+def role_tasks():
+    """(role, path, task) for every task of every role's tasks/ files, blocks included."""
+    for role, path in role_files(".yml"):
+        if os.sep + "tasks" + os.sep not in path:
+            continue
+        with open(path) as handle:
+            data = yaml.safe_load(handle) or []
+        for task in tasks_of(data):
+            yield role, path, task
+
+
 def test_internal_names_carry_the_one_marker():
     """`__<role>_<name>`, never `<role>__<name>` nor a trailing underscore."""
     old_marker = re.compile(r"\b(%s)__[a-z0-9_]+" % "|".join(ROLE_NAMES))
@@ -49,23 +60,19 @@ def test_task_files_are_snake_case():
 def test_package_tasks_retry_through_the_one_knob():
     """Every apt/package/dnf task that retries takes gpufleet_package_retries and gpufleet_package_retry_delay."""
     seen = 0
-    paths = [path for _role, path in role_files(".yml") if os.sep + "tasks" + os.sep in path]
-    paths.append(os.path.join(ROOT, "playbooks", "audit.yml"))
-    for path in paths:
-        with open(path) as handle:
-            data = yaml.safe_load(handle)
-        if path.endswith("audit.yml"):
-            data = [task for play in data for task in play.get("tasks", [])]
-        for task in tasks_of(data):
-            if "retries" not in task:
-                continue
-            if not any(key in task for key in ("ansible.builtin.apt", "ansible.builtin.package", "ansible.builtin.dnf")):
-                continue
-            seen += 1
-            where = "%s: %s" % (os.path.relpath(path, ROOT), task.get("name"))
-            assert task["retries"] == "{{ gpufleet_package_retries | default(10) }}", where
-            assert task["delay"] == "{{ gpufleet_package_retry_delay | default(10) }}", where
-            assert task["until"].endswith("is succeeded"), where
+    with open(os.path.join(ROOT, "playbooks", "audit.yml")) as handle:
+        audit = [("playbooks/audit.yml", task) for play in yaml.safe_load(handle) for task in play.get("tasks", [])]
+    tasks = [(os.path.relpath(path, ROOT), task) for _role, path, task in role_tasks()] + audit
+    for where, task in tasks:
+        if "retries" not in task:
+            continue
+        if not any(key in task for key in ("ansible.builtin.apt", "ansible.builtin.package", "ansible.builtin.dnf")):
+            continue
+        seen += 1
+        where = "%s: %s" % (where, task.get("name"))
+        assert task["retries"] == "{{ gpufleet_package_retries | default(10) }}", where
+        assert task["delay"] == "{{ gpufleet_package_retry_delay | default(10) }}", where
+        assert task["until"].endswith("is succeeded"), where
     assert seen >= 15
 
 
@@ -73,16 +80,11 @@ def test_a_templated_task_file_name_goes_under_file():
     """`include_tasks: "install_{{ 'apt' if family == 'Debian' else 'dnf' }}.yml"` in the free form is read as
     key=value options ("Invalid options for ansible.builtin.include_tasks") when the task runs, after the syntax
     check passed: a name with an `=` in it goes under `file:`."""
-    for _role, path in role_files(".yml"):
-        if os.sep + "tasks" + os.sep not in path:
-            continue
-        with open(path) as handle:
-            data = yaml.safe_load(handle)
-        for task in tasks_of(data):
-            for key in ("ansible.builtin.include_tasks", "ansible.builtin.import_tasks"):
-                value = task.get(key)
-                if isinstance(value, str):
-                    assert "=" not in value, "%s: %s: %s" % (os.path.relpath(path, ROOT), task.get("name"), value)
+    for _role, path, task in role_tasks():
+        for key in ("ansible.builtin.include_tasks", "ansible.builtin.import_tasks"):
+            value = task.get(key)
+            if isinstance(value, str):
+                assert "=" not in value, "%s: %s: %s" % (os.path.relpath(path, ROOT), task.get("name"), value)
 
 
 def test_task_vars_are_internal_names():
@@ -96,17 +98,12 @@ def test_task_vars_are_internal_names():
                 for entry in (yaml.safe_load(handle).get("argument_specs") or {}).values():
                     inputs |= set((entry.get("options") or {}))
     offenders = []
-    for role, path in role_files(".yml"):
-        if os.sep + "tasks" + os.sep not in path:
+    for role, path, task in role_tasks():
+        if any(key.endswith(("include_tasks", "import_tasks", "include_role", "import_role")) for key in task):
             continue
-        with open(path) as handle:
-            data = yaml.safe_load(handle)
-        for task in tasks_of(data):
-            if any(key.endswith(("include_tasks", "import_tasks", "include_role", "import_role")) for key in task):
-                continue
-            for name in task.get("vars") or {}:
-                if not name.startswith("__%s_" % role) and name not in inputs:
-                    offenders.append("%s: %s" % (os.path.relpath(path, ROOT), name))
+        for name in task.get("vars") or {}:
+            if not name.startswith("__%s_" % role) and name not in inputs:
+                offenders.append("%s: %s" % (os.path.relpath(path, ROOT), name))
     assert offenders == []
 
 
@@ -122,13 +119,8 @@ def test_every_detection_of_the_node_is_the_same_task():
     """A role (or entry point) that needs gpufleet_node detects it with exactly this task, first, so a role run on its
     own, or with a concern's tag, still has the node facts."""
     found = 0
-    for role, path in role_files(".yml"):
-        if os.sep + "tasks" + os.sep not in path:
-            continue
-        with open(path) as handle:
-            data = yaml.safe_load(handle) or []
-        for task in tasks_of(data):
-            if "preflight" in str(task.get("ansible.builtin.include_role", "")):
-                assert task == DETECT, os.path.relpath(path, ROOT)
-                found += 1
+    for _role, path, task in role_tasks():
+        if "preflight" in str(task.get("ansible.builtin.include_role", "")):
+            assert task == DETECT, os.path.relpath(path, ROOT)
+            found += 1
     assert found >= 11
