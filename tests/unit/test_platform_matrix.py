@@ -507,14 +507,14 @@ def shared_cuda_source(name, machine, **extra):
     """The URL NVIDIA's CUDA source gets when gpu_monitoring includes nvidia_driver's cuda_repository: gpu_monitoring
     hands over its URL (vars/main.yml), nvidia_driver's vars/main.yml turns an empty one into NVIDIA's default."""
     gpufleet_node = node(name, machine)
-    monitoring = role_vars("gpu_monitoring", gpufleet_node, resolve_os_vars("gpu_monitoring", gpufleet_node), **extra)
+    os_vars_file = resolve_os_vars("gpu_monitoring", gpufleet_node)
+    monitoring = role_vars("gpu_monitoring", gpufleet_node, os_vars_file, **extra)
     include = next(task for task in load_yaml(ROLES, "gpu_monitoring", "tasks", "dcgm.yml")
                    if (task.get("ansible.builtin.include_role") or {}).get("tasks_from") == "cuda_repository")
-    # The include's own variables, as gpu_monitoring renders them (the set_fact before it resolves the source URL).
-    monitoring = role_vars("gpu_monitoring", gpufleet_node, resolve_os_vars("gpu_monitoring", gpufleet_node),
-                           __gpu_monitoring_dcgm_source_url=monitoring["__gpu_monitoring_dcgm_repo_url"],
-                           __gpu_monitoring_dcgm_source_key_url=monitoring["__gpu_monitoring_dcgm_repo_key_url"], **extra)
-    handed = {name: monitoring.render(value) for name, value in include["vars"].items()}
+    # The include's own variables, as gpu_monitoring renders them after the set_fact that resolves the source URL.
+    monitoring.layers.append({"__gpu_monitoring_dcgm_source_url": monitoring["__gpu_monitoring_dcgm_repo_url"],
+                              "__gpu_monitoring_dcgm_source_key_url": monitoring["__gpu_monitoring_dcgm_repo_key_url"]})
+    handed = {var: monitoring.render(value) for var, value in include["vars"].items()}
     driver = role_vars("nvidia_driver", gpufleet_node, None, **dict(extra, **handed))
     return handed["nvidia_driver_repo_url"], driver["__nvidia_driver_cuda_repo"]
 
