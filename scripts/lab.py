@@ -28,6 +28,8 @@ import sys
 import tempfile
 import time
 
+import yaml
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAB_DIR = os.path.join(ROOT, ".lab")
 KEY = os.path.join(LAB_DIR, "id_ed25519")
@@ -41,6 +43,8 @@ REGISTRY = "gpufleet-lab-registry"
 REGISTRY_NAME = "registry.lab.gpufleet.test"
 REGISTRY_DIR = os.path.join(LAB_DIR, "registry")
 IMAGES_DIR = os.path.join(ROOT, ".cache", "images")
+# Where the node container is defined once, for molecule's scenarios and this lab alike.
+MOLECULE_BASE = os.path.join(ROOT, ".config", "molecule", "config.yml")
 # The account Ansible logs in as and becomes root from, as a cloud image's default user: sshd refuses root.
 ADMIN = "gpufleet-admin"
 
@@ -77,14 +81,36 @@ def registry_address():
     return str(SUBNET.network_address + 5)
 
 
+# Keys of gpufleet_molecule_node that only molecule's docker driver reads (the lab names its image itself).
+MOLECULE_ONLY_KEYS = ("image", "pre_build_image", "override_command", "keep_volumes")
+
+
+def node_container_options(path=MOLECULE_BASE):
+    """(docker run options, command) of a node container, from gpufleet_molecule_node in the molecule base config:
+    the lab's nodes are the containers molecule's scenarios create."""
+    with open(path) as stream:
+        node = yaml.safe_load(stream)["provisioner"]["inventory"]["group_vars"]["all"]["gpufleet_molecule_node"]
+    unknown = sorted(set(node) - set(MOLECULE_ONLY_KEYS) - {
+        "capabilities", "security_opts", "cgroupns_mode", "volumes", "tmpfs", "command"})
+    if unknown:
+        raise SystemExit("lab: %s sets %s for node containers, which scripts/lab.py does not pass to docker run yet"
+                         % (path, ", ".join(unknown)))
+    options = []
+    for flag, values in (("--cap-add", node.get("capabilities", [])), ("--security-opt", node.get("security_opts", [])),
+                         ("-v", node.get("volumes", [])), ("--tmpfs", node.get("tmpfs", []))):
+        for value in values:
+            options += [flag, value]
+    if node.get("cgroupns_mode"):
+        options += ["--cgroupns", node["cgroupns_mode"]]
+    return options, shlex.split(node["command"])
+
+
 def container_args(name, hostname, address, *extra):
     """docker run arguments of a systemd node container on the lab network (no --privileged)."""
-    return ["docker", "run", "-d", "--name", name, "--hostname", hostname, "--label", LABEL,
-            "--network", NETWORK, "--ip", address, "--network-alias", hostname,
-            "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN", "--cap-add", "NET_RAW",
-            "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
-            "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-            "--tmpfs", "/run", "--tmpfs", "/run/lock"] + list(extra) + [IMAGE, "/lib/systemd/systemd"]
+    options, command = node_container_options()
+    return (["docker", "run", "-d", "--name", name, "--hostname", hostname, "--label", LABEL,
+             "--network", NETWORK, "--ip", address, "--network-alias", hostname]
+            + options + list(extra) + [IMAGE] + command)
 
 
 def ensure_prerequisites():
@@ -115,8 +141,7 @@ def start_node(index):
     if sh(["docker", "container", "inspect", name], check=False, capture=True).returncode == 0:
         return False
     log("starting %s at %s" % (node_name(index), node_address(index)))
-    # Docker-in-node gets a real filesystem
-    sh(container_args(name, node_name(index), node_address(index), "-v", "/var/lib/docker"), capture=True)
+    sh(container_args(name, node_name(index), node_address(index)), capture=True)
     return True
 
 

@@ -37,3 +37,25 @@ def test_run_passes_ansible_playbook_options_through(monkeypatch):
     assert lab.main(["run", "--tags", "fail2ban", "--limit", "lab-node1"]) == 0
     assert lab.main(["run", "--", "-v"]) == 0
     assert calls == [("site.yml", "--tags", "fail2ban", "--limit", "lab-node1"), ("site.yml", "-v")]
+
+
+def test_lab_nodes_are_the_molecule_node_containers():
+    args = lab.container_args("gpufleet-lab-node1", "lab-node1", "172.30.240.11")
+    options, command = lab.node_container_options()
+    assert args[-len(command) - 1:] == [lab.IMAGE] + command == [lab.IMAGE, "/lib/systemd/systemd"]
+    pairs = set(zip(args, args[1:]))
+    for pair in (("--cap-add", "SYS_ADMIN"), ("--cap-add", "NET_ADMIN"), ("--cap-add", "NET_RAW"),
+                 ("--security-opt", "seccomp=unconfined"), ("--security-opt", "apparmor=unconfined"),
+                 ("--cgroupns", "host"), ("-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw"), ("-v", "/var/lib/docker"),
+                 ("--tmpfs", "/run"), ("--tmpfs", "/run/lock")):
+        assert pair in pairs, pair
+    assert "--privileged" not in args
+
+
+def test_a_node_setting_the_lab_cannot_pass_is_a_clear_message(tmp_path):
+    base = tmp_path / "config.yml"
+    base.write_text("provisioner: {inventory: {group_vars: {all: {gpufleet_molecule_node: "
+                    "{command: /sbin/init, devices: [/dev/fuse]}}}}}\n")
+    with pytest.raises(SystemExit) as stop:
+        lab.node_container_options(str(base))
+    assert "sets devices for node containers" in str(stop.value)
