@@ -3,8 +3,8 @@
 # Apache License 2.0 (see LICENSE)
 """What ``gpufleet.cluster.systemd_units`` has to do, from one ``systemctl show``: pure functions.
 
-The module asks ``systemctl show --property=Id,LoadState,ActiveState,UnitFileState -- unit...`` once for every unit
-it is given, hands the text to ``parse_show`` and ``plan``, and runs only the ``systemctl`` calls the plan lists.
+The module asks ``systemctl show --property=Id,LoadState,ActiveState,UnitFileState,ActiveEnterTimestamp -- unit...``
+(with ``TZ=UTC``) once for every unit it is given, hands the text to ``parse_show`` and ``plan``, and runs only the ``systemctl`` calls the plan lists.
 ``tests/unit/test_systemd_units.py`` runs them on outputs captured in a node container. No Ansible import here.
 """
 
@@ -12,7 +12,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-SHOW_PROPERTIES = ("Id", "LoadState", "ActiveState", "UnitFileState")
+import calendar
+import time
+
+SHOW_PROPERTIES = ("Id", "LoadState", "ActiveState", "UnitFileState", "ActiveEnterTimestamp")
+# The module runs systemctl with TZ=UTC, so a timestamp reads "Thu 2026-12-03 09:29:21 UTC" whatever the node's zone.
+TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 # ActiveState values in which the unit counts as started (as ansible.builtin.systemd_service counts them, plus the
 # reload states), and the one in which a stop is still worth asking for.
@@ -68,6 +73,19 @@ def name_problems(units):
     return problems
 
 
+def epoch_of(timestamp):
+    """Seconds since the epoch of a systemd timestamp printed in UTC ("Thu 2026-12-03 09:29:21 UTC", fractions of a
+    second dropped); None for an empty one (never happened since boot), "n/a", or one in another zone."""
+    parts = (timestamp or "").split()
+    if len(parts) < 3 or parts[-1] != "UTC":
+        return None
+    try:
+        moment = time.strptime("%s %s" % (parts[-3], parts[-2].split(".")[0]), TIMESTAMP_FORMAT)
+    except ValueError:
+        return None
+    return calendar.timegm(moment)
+
+
 def state_of(block):
     """{active, enabled}: the ActiveState and the UnitFileState systemd reports."""
     return {"active": block.get("ActiveState", ""), "enabled": block.get("UnitFileState", "")}
@@ -86,6 +104,8 @@ def plan_unit(unit, block):
     wanted_state = unit.get("state")
     wanted_enabled = unit.get("enabled")
     if load == "not-found":
+        if unit.get("missing_ok") and wanted_state is None and wanted_enabled is None:
+            return [], after, None
         return [], after, "%s: no such unit (LoadState=not-found)" % name
     if load == "masked" and (wanted_state == "started" or wanted_enabled is True):
         return [], after, "%s: masked, so it can neither start nor be enabled (systemctl unmask it first)" % name
@@ -114,7 +134,9 @@ def plan_unit(unit, block):
 def plan(units, blocks):
     """(per-unit plans, problems) for the requested units and the show blocks in the same order.
 
-    Each plan: {name, id, before, after (predicted), actions}. Problems name every unit that stops the run."""
+    Each plan: {name, id, load, active_since, before, after (predicted), actions}; ``load`` is the LoadState and
+    ``active_since`` the epoch second the unit last became active (None if it has not since boot), both as read
+    before any change. Problems name every unit that stops the run."""
     if len(blocks) != len(units):
         return [], ["systemctl show answered for %d unit(s), %d were named" % (len(blocks), len(units))]
     plans = []
@@ -123,7 +145,8 @@ def plan(units, blocks):
         actions, after, problem = plan_unit(unit, block)
         if problem:
             problems.append(problem)
-        plans.append({"name": unit["name"], "id": block.get("Id", unit["name"]), "before": state_of(block),
+        plans.append({"name": unit["name"], "id": block.get("Id", unit["name"]), "load": block.get("LoadState", ""),
+                      "active_since": epoch_of(block.get("ActiveEnterTimestamp")), "before": state_of(block),
                       "after": after, "actions": actions})
     return plans, problems
 

@@ -13,13 +13,15 @@ module: systemd_units
 short_description: Bring several systemd units to their states in one call
 version_added: "0.1.0"
 description:
-  - Reads the state of every unit given with one C(systemctl show --property=Id,LoadState,ActiveState,UnitFileState),
+  - Reads the state of every unit given with one
+    C(systemctl show --property=Id,LoadState,ActiveState,UnitFileState,ActiveEnterTimestamp),
     then runs C(systemctl enable)/C(disable) and C(start)/C(stop) only for the units that differ, in the order given
     (enable or disable first, then start or stop, as M(ansible.builtin.systemd_service) does).
   - Written here because M(ansible.builtin.systemd_service) takes one unit per call, so a run that changes nothing
     still costs one module round trip per unit; a role's units are checked here in one.
   - A unit that does not exist (C(LoadState=not-found)), is masked while it should start or be enabled, or could not
-    be loaded fails the task naming it, before anything is changed for any unit.
+    be loaded fails the task naming it, before anything is changed for any unit; a unit only read with
+    O(units[].missing_ok) is reported with RV(units[].load) C(not-found) instead.
   - A unit counts as started when its C(ActiveState) is C(active), C(activating), C(reloading) or C(refreshing); as
     enabled when its C(UnitFileState) is C(enabled) or a state C(systemctl enable) cannot change (C(static),
     C(generated), C(transient), C(indirect), C(alias)).
@@ -46,6 +48,12 @@ options:
         description:
           - Whether the unit starts at boot. Omitted leaves it as it is.
         type: bool
+      missing_ok:
+        description:
+          - For a unit with neither O(units[].state) nor O(units[].enabled): report a unit that does not exist (for
+            instance before its package is installed) instead of failing.
+        type: bool
+        default: false
   daemon_reload:
     description:
       - Run C(systemctl daemon-reload) before reading the states, so unit files written earlier in the play are
@@ -90,6 +98,15 @@ units:
     id:
       description: The unit systemd resolved it to (C(ssh) and C(sshd.service) are both C(ssh.service) on Debian).
       type: str
+    load:
+      description: Its C(LoadState) as first read (C(loaded), C(not-found), C(masked)...).
+      type: str
+    active_since:
+      description:
+        - When the unit last became active (C(ActiveEnterTimestamp)), in seconds since the epoch, as first read;
+          null if it has not been active since boot. Compare it with a file's C(mtime) to tell whether the running
+          service started before the file was written.
+      type: int
     changed:
       description: Whether this unit was (in check mode, would be) enabled, disabled, started or stopped.
       type: bool
@@ -104,9 +121,10 @@ units:
       type: list
       elements: str
   sample:
-    - {name: chkrootkit.timer, id: chkrootkit.timer, changed: true, actions: [enable, start],
-       before: {active: inactive, enabled: disabled}, after: {active: active, enabled: enabled}}
-    - {name: ssh, id: ssh.service, changed: false, actions: [],
+    - {name: chkrootkit.timer, id: chkrootkit.timer, load: loaded, active_since: null, changed: true,
+       actions: [enable, start], before: {active: inactive, enabled: disabled},
+       after: {active: active, enabled: enabled}}
+    - {name: ssh, id: ssh.service, load: loaded, active_since: 1796289761, changed: false, actions: [],
        before: {active: active, enabled: enabled}, after: {active: active, enabled: enabled}}
 """
 
@@ -114,12 +132,15 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils import systemd_units as su
 
 C_LOCALE = {"LANGUAGE": "C", "LC_ALL": "C"}
+# systemctl show prints timestamps in the zone of its environment: UTC, so su.epoch_of can read them.
+SHOW_ENVIRONMENT = dict(C_LOCALE, TZ="UTC")
 
 
 def show(module, systemctl, names):
     """(rc, out, err) of one systemctl show of all the units."""
     return module.run_command(
-        [systemctl, "show", "--property=" + ",".join(su.SHOW_PROPERTIES), "--"] + names, environ_update=C_LOCALE)
+        [systemctl, "show", "--property=" + ",".join(su.SHOW_PROPERTIES), "--"] + names,
+        environ_update=SHOW_ENVIRONMENT)
 
 
 def result_units(plans, after_blocks=None, done=None):
@@ -132,7 +153,8 @@ def result_units(plans, after_blocks=None, done=None):
             after = su.state_of(after_blocks[index])
         else:
             after = item["after"] if done is None else item["before"]
-        units.append({"name": item["name"], "id": item["id"], "changed": bool(actions),
+        units.append({"name": item["name"], "id": item["id"], "load": item["load"],
+                      "active_since": item["active_since"], "changed": bool(actions),
                       "before": item["before"], "after": after, "actions": actions})
     return units
 
@@ -154,6 +176,7 @@ def main():
                 name=dict(type="str", required=True),
                 state=dict(type="str", choices=["started", "stopped"]),
                 enabled=dict(type="bool"),
+                missing_ok=dict(type="bool", default=False),
             )),
             daemon_reload=dict(type="bool", default=False),
         ),

@@ -10,6 +10,10 @@ BASIC = fixture_parts("systemd", "show-trixie-ssh-nonexistent-journald.txt")[1]
 RICH = fixture_parts("systemd", "show-trixie-alias-masked-timer-failed.txt")[1]
 AFTER = fixture_parts("systemd", "show-trixie-after-enable-start.txt")[1]
 TEMPLATE = fixture_parts("systemd", "show-trixie-template-name-rc1.txt")[1]
+SINCE_UTC = fixture_parts("systemd", "show-trixie-since-utc.txt")[1]
+SINCE_CET = fixture_parts("systemd", "show-trixie-since-local-cet.txt")[1]
+SINCE_BOOKWORM = fixture_parts("systemd", "show-bookworm-since-utc.txt")[1]
+SINCE_NAMES = ["ssh.service", "nonexistent.service", "systemd-journald.service", "fstrim.service"]
 TEMPLATE_STDERR = "Failed to get properties: Unit name sshd@.service is neither a valid invocation ID nor unit name.\n"
 
 
@@ -137,7 +141,9 @@ class FakeSystemctl(object):
         self.show_err = show_err
 
     def run_command(self, module, args, **kwargs):
-        assert kwargs.get("environ_update") == {"LANGUAGE": "C", "LC_ALL": "C"}
+        # show prints its timestamps in UTC; every call speaks C.
+        assert kwargs.get("environ_update") == dict({"LANGUAGE": "C", "LC_ALL": "C"},
+                                                    **({"TZ": "UTC"} if args[1] == "show" else {}))
         self.calls.append(args[1:])
         if args[1] == "show":
             text = self.shows.pop(0) if len(self.shows) > 1 else self.shows[0]
@@ -155,7 +161,7 @@ def use(monkeypatch, fake):
     patch_module(monkeypatch, run_command)
 
 
-SHOW_ARGS = ["show", "--property=Id,LoadState,ActiveState,UnitFileState", "--"]
+SHOW_ARGS = ["show", "--property=Id,LoadState,ActiveState,UnitFileState,ActiveEnterTimestamp", "--"]
 
 
 def test_module_changes_nothing_when_all_agree(monkeypatch):
@@ -263,3 +269,40 @@ def test_module_refuses_patterns(monkeypatch):
     result = run_main(systemd_units.main, {"units": [{"name": "ssh*", "state": "started"}]}, expect=Fail)
     assert "ssh*: a pattern" in result["msg"]
     assert fake.calls == []
+
+
+# --- when a unit became active, and units that may be missing
+
+def test_active_since_is_read_in_utc():
+    # 2026-12-03 09:29:21 UTC and 09:29:03 UTC; never active and missing units have none.
+    for text, ssh in ((SINCE_UTC, 1796290161), (SINCE_BOOKWORM, 1796290162)):
+        plans, problems = su.plan([{"name": name, "missing_ok": True} for name in SINCE_NAMES], su.parse_show(text))
+        assert problems == []
+        assert [item["active_since"] for item in plans] == [ssh, None, 1796290143, None]
+        assert [item["load"] for item in plans] == ["loaded", "not-found", "loaded", "loaded"]
+
+
+def test_a_timestamp_in_another_zone_is_not_guessed():
+    # The same moment printed in the node's own zone (CET): ambiguous abbreviations are not read.
+    assert [su.epoch_of(block["ActiveEnterTimestamp"]) for block in su.parse_show(SINCE_CET)] == [None] * 4
+    assert su.epoch_of("Thu 2026-12-03 09:29:21.123456 UTC") == 1796290161
+    assert su.epoch_of("n/a") is None and su.epoch_of("garbage UTC x") is None
+
+
+def test_missing_ok_only_spares_a_unit_that_is_only_read():
+    blocks = su.parse_show(SINCE_UTC)[1:2]
+    assert su.plan([{"name": "nonexistent.service", "missing_ok": True}], blocks)[1] == []
+    for wanted in ({"state": "started"}, {"state": "stopped"}, {"enabled": False}):
+        unit = dict({"name": "nonexistent.service", "missing_ok": True}, **wanted)
+        assert su.plan([unit], blocks)[1] == ["nonexistent.service: no such unit (LoadState=not-found)"]
+
+
+def test_module_reads_a_unit_that_may_be_missing(monkeypatch):
+    fake = FakeSystemctl(SINCE_UTC)
+    use(monkeypatch, fake)
+    result = run_main(systemd_units.main, {"units": [{"name": name, "missing_ok": True} for name in SINCE_NAMES],
+                                           "_ansible_check_mode": True})
+    assert result["changed"] is False and fake.calls == [SHOW_ARGS + SINCE_NAMES]
+    assert [(unit["load"], unit["before"]["active"], unit["active_since"]) for unit in result["units"]] == [
+        ("loaded", "active", 1796290161), ("not-found", "inactive", None), ("loaded", "active", 1796290143),
+        ("loaded", "inactive", None)]
