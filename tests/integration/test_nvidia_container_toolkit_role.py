@@ -28,7 +28,7 @@ PLAYBOOK = """
 """
 
 
-def run_role(tmp_path, gpus, **role_vars):
+def run_role(tmp_path, gpus, *flags, **role_vars):
     path = tmp_path / "docker" / "daemon.json"
     runtime = tmp_path / "nvidia-container-runtime"
     if not runtime.exists():
@@ -49,7 +49,7 @@ def run_role(tmp_path, gpus, **role_vars):
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_NOCOLOR="1",
                ANSIBLE_FORCE_COLOR="0", ANSIBLE_INVENTORY="localhost,", ANSIBLE_LOCALHOST_WARNING="false")
     proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", "localhost,", "-c", "local", str(play),
-                           "-e", json.dumps(extra)],
+                           "-e", json.dumps(extra)] + list(flags),
                           cwd=ROOT, env=env, capture_output=True, check=False, text=True, timeout=300)
     out = proc.stdout + proc.stderr
     changed = None
@@ -113,3 +113,60 @@ def test_bad_version_fails_before_any_change(tmp_path, version):
     assert rc != 0
     assert "must be X.Y.Z" in out and "Nothing was changed" in out
     assert json.loads(path.read_text()) == FOREIGN
+
+
+# A stand-in nvidia-ctk (no toolkit package and no GPU here): `cdi generate --format=yaml` prints spec.yaml next to it,
+# anything else fails, so the role's exact call is checked too.
+STAND_IN_CTK = """#!/bin/sh
+[ "$*" = "cdi generate --format=yaml" ] || { echo "unexpected call: $*" >&2; exit 3; }
+[ -e "$(dirname "$0")/fail" ] && { echo "ERROR could not load NVML library" >&2; exit 1; }
+cat "$(dirname "$0")/spec.yaml"
+"""
+SPEC = """---
+cdiVersion: 0.5.0
+kind: nvidia.com/gpu
+devices:
+- name: "0"
+  containerEdits:
+    deviceNodes:
+    - path: /dev/nvidia0
+"""
+
+
+def cdi_role(tmp_path, *flags):
+    ctk = tmp_path / "ctk" / "nvidia-ctk"
+    if not ctk.exists():
+        ctk.parent.mkdir()
+        ctk.write_text(STAND_IN_CTK)
+        ctk.chmod(0o755)
+        (ctk.parent / "spec.yaml").write_text(SPEC)
+    spec = tmp_path / "cdi" / "nvidia.yaml"
+    result = run_role(tmp_path, 1, *flags, nvidia_container_toolkit_cdi=True, nvidia_container_toolkit_ctk_path=str(ctk),
+                      nvidia_container_toolkit_cdi_spec=str(spec), nvidia_container_toolkit_configure_docker=False)
+    return result[:3] + (spec, ctk.parent)
+
+
+def test_cdi_spec_is_written_once_and_check_mode_shows_a_change_without_writing(tmp_path):
+    rc, out, changed, spec, ctk_dir = cdi_role(tmp_path)
+    assert rc == 0 and changed == 1, out
+    assert spec.read_text() == SPEC and oct(spec.stat().st_mode & 0o777) == "0o644"
+    rc, out, changed, _spec, _dir = cdi_role(tmp_path)
+    assert rc == 0 and changed == 0, out
+    # The driver changed: nvidia-ctk now prints another spec. Check mode reports it, with the diff, and writes nothing.
+    (ctk_dir / "spec.yaml").write_text(SPEC.replace("/dev/nvidia0", "/dev/nvidia1"))
+    rc, out, changed, _spec, _dir = cdi_role(tmp_path, "--check", "--diff")
+    assert rc == 0 and changed == 1, out
+    assert "-    - path: /dev/nvidia0 +    - path: /dev/nvidia1" in out, out  # the diff, its lines joined by run_role
+    assert spec.read_text() == SPEC
+    rc, out, changed, _spec, _dir = cdi_role(tmp_path)
+    assert rc == 0 and changed == 1, out
+    assert "/dev/nvidia1" in spec.read_text()
+
+
+def test_cdi_generation_that_fails_stops_the_run_with_its_message(tmp_path):
+    rc, out, changed, spec, ctk_dir = cdi_role(tmp_path)
+    assert rc == 0
+    (ctk_dir / "fail").write_text("")
+    rc, out, changed, _spec, _dir = cdi_role(tmp_path)
+    assert rc != 0 and "could not load NVML library" in out, out
+    assert spec.read_text() == SPEC
