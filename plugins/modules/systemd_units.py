@@ -50,7 +50,7 @@ options:
         type: bool
       missing_ok:
         description:
-          - For a unit with neither O(units[].state) nor O(units[].enabled): report a unit that does not exist (for
+          - For a unit with neither O(units[].state) nor O(units[].enabled), report a unit that does not exist (for
             instance before its package is installed) instead of failing.
         type: bool
         default: false
