@@ -4,7 +4,8 @@
 """What ``gpufleet.cluster.systemd_units`` has to do, from one ``systemctl show``: pure functions.
 
 The module asks ``systemctl show --property=Id,LoadState,ActiveState,UnitFileState,ActiveEnterTimestamp -- unit...``
-(with ``TZ=UTC``) once for every unit it is given, hands the text to ``parse_show`` and ``plan``, and runs only the ``systemctl`` calls the plan lists.
+(with ``TZ=UTC``) once for every unit it is given, hands the text to ``parse_show`` and ``plan``, and runs only the
+``systemctl`` calls the plan lists.
 ``tests/unit/test_systemd_units.py`` runs them on outputs captured in a node container. No Ansible import here.
 """
 

@@ -141,8 +141,9 @@ def cdi_role(tmp_path, *flags):
         ctk.chmod(0o755)
         (ctk.parent / "spec.yaml").write_text(SPEC)
     spec = tmp_path / "cdi" / "nvidia.yaml"
-    result = run_role(tmp_path, 1, *flags, nvidia_container_toolkit_cdi=True, nvidia_container_toolkit_ctk_path=str(ctk),
-                      nvidia_container_toolkit_cdi_spec=str(spec), nvidia_container_toolkit_configure_docker=False)
+    result = run_role(tmp_path, 1, *flags, nvidia_container_toolkit_cdi=True,
+                      nvidia_container_toolkit_ctk_path=str(ctk), nvidia_container_toolkit_cdi_spec=str(spec),
+                      nvidia_container_toolkit_configure_docker=False)
     return result[:3] + (spec, ctk.parent)
 
 
