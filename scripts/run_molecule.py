@@ -4,11 +4,13 @@
     python scripts/run_molecule.py [scenario ...]
 
 MOLECULE_JOBS (default 2) scenarios run at once; all share the node image and the apt cache volume.
-Logs go to .cache/molecule-logs/<scenario>.log; a failed scenario's log tail is printed.
-Closes with `molecule: N passed, M failed`.
+Logs go to .cache/molecule-logs/<scenario>.log; a failed scenario's log tail is printed when it ends, and once all
+have ended, the failed tasks of each failed scenario (task name, failure line, its message) are printed again, just
+before the closing `molecule: N passed, M failed`, so the end of a CI log says what failed.
 """
 import concurrent.futures
 import os
+import re
 import subprocess
 import sys
 import time
@@ -41,6 +43,45 @@ def tail(path, lines=80):
         return "".join(handle.readlines()[-lines:])
 
 
+# Ansible's failure lines: `fatal: [host]: FAILED! => ...`, `failed: [host] (item=...) => ...`; molecule's own
+# (an idempotence failure), but not its lines that only repeat a playbook's return code.
+FAILURE = re.compile(r"^(fatal|failed): \[|^CRITICAL (?!Ansible return code was)")
+TASK = re.compile(r"^TASK \[(.*)\]")
+KEY = re.compile(r"^\s+(msg|rc|stderr|stdout|reason|item|module_stderr|module_stdout|exception):")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def failures(path, most=4, lines_each=8, width=240):
+    """The failed tasks in a molecule log: the task's name, the failure line and the indented lines under it.
+
+    Retries (`FAILED - RETRYING`) and failures Ansible ignored (`...ignoring` under the block) are left out."""
+    with open(path, errors="replace") as handle:
+        lines = handle.read().splitlines()
+    found, task = [], None
+    for number, line in enumerate(lines):
+        heading = TASK.match(line)
+        if heading:
+            task = heading.group(1)
+            continue
+        if not FAILURE.match(line):
+            continue
+        own = not line.startswith(("fatal", "failed"))
+        under, after = [], number + 1
+        # Under Ansible's line: its indented result; under molecule's: its `*  [host] => task` list as well.
+        while after < len(lines) and lines[after].startswith((" ", "\t") + (("*",) if own else ())):
+            under.append(lines[after])
+            after += 1
+        if after < len(lines) and lines[after].strip() == "...ignoring":
+            continue
+        if len(under) >= lines_each:
+            # A long result (a command's argv, a loop item): its message, return code and output say what failed.
+            telling = [text for text in under if KEY.match(text)]
+            under = telling if telling else under
+        block = [line] + under[:lines_each - 1]
+        found.append(("(molecule)" if own else (task or "(no task)"), [ANSI.sub("", text)[:width] for text in block]))
+    return found[-most:]
+
+
 def main(argv):
     os.makedirs(LOG_DIR, exist_ok=True)
     chosen = argv or scenarios()
@@ -56,6 +97,12 @@ def main(argv):
                 print(tail(log_path), flush=True)
             results.append((scenario, rc))
     failed = [s for s, rc in results if rc != 0]
+    for scenario in failed:
+        print("molecule %s: failed tasks (.cache/molecule-logs/%s.log)" % (scenario, scenario))
+        for task, block in failures(os.path.join(LOG_DIR, scenario + ".log")) or [("(none found)", [])]:
+            print("  TASK [%s]" % task)
+            for text in block:
+                print("    " + text)
     print("molecule: %d passed, %d failed%s"
           % (len(results) - len(failed), len(failed), (" (" + ", ".join(failed) + ")") if failed else ""))
     return 1 if failed else 0
