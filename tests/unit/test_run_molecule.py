@@ -52,7 +52,7 @@ def log(tmp_path):
 
 def test_failures_name_the_task_and_keep_the_message(log):
     found = run_molecule.failures(log)
-    assert [task for task, _ in found] == ["Destroy molecule instance(s)", "(molecule)"]
+    assert [task for task, unused in found] == ["Destroy molecule instance(s)", "(molecule)"]
     destroy = found[0][1]
     assert destroy[0].startswith("failed: [localhost] (item=gpufleet-cluster-node2)")
     # A long result is cut to the lines that say what failed.
@@ -67,13 +67,13 @@ def test_a_short_result_is_kept_whole(tmp_path):
 
 
 def test_retries_and_ignored_failures_are_left_out(log):
-    text = "\n".join(line for _, block in run_molecule.failures(log) for line in block)
+    text = "\n".join(line for unused, block in run_molecule.failures(log) for line in block)
     assert "RETRYING" not in text
     assert "127.0.0.1:9" not in text
 
 
 def test_molecule_lists_the_tasks_that_changed_on_the_second_run(log):
-    task, block = run_molecule.failures(log)[-1]
+    unused, block = run_molecule.failures(log)[-1]
     assert block == ["CRITICAL Idempotence test failed because of the following tasks:",
                      "*  [node1] => gpufleet.cluster.interconnect : Write the hostfile",
                      "*  [node2] => gpufleet.cluster.interconnect : Write the hostfile"]
@@ -84,8 +84,8 @@ def test_long_lines_are_cut_and_only_the_last_failures_kept(tmp_path):
     failures = "".join("TASK [t%d]\nfatal: [h]: FAILED! => msg: %s\n" % (n, "x" * 500) for n in range(6))
     path.write_text("CRITICAL \x1b[31mIdempotence test failed\x1b[0m\n" + failures)
     found = run_molecule.failures(str(path), most=4, width=100)
-    assert [task for task, _ in found] == ["t2", "t3", "t4", "t5"]
-    assert all(len(block[0]) == 100 for _, block in found)
+    assert [task for task, unused in found] == ["t2", "t3", "t4", "t5"]
+    assert all(len(block[0]) == 100 for unused, block in found)
     assert run_molecule.failures(str(path), most=7)[0] == ("(molecule)", ["CRITICAL Idempotence test failed"])
 
 
