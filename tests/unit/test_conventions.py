@@ -124,3 +124,44 @@ def test_every_detection_of_the_node_is_the_same_task():
             assert task == DETECT, os.path.relpath(path, ROOT)
             found += 1
     assert found >= 11
+
+
+def playbook_role_tags():
+    """{role: set of tags} as site.yml and playbooks/*.yml give them to the roles they run."""
+    found = {}
+    paths = [os.path.join(ROOT, "site.yml")] + [os.path.join(ROOT, "playbooks", name)
+                                                for name in sorted(os.listdir(os.path.join(ROOT, "playbooks")))
+                                                if name.endswith(".yml")]
+    for path in paths:
+        with open(path) as handle:
+            plays = yaml.safe_load(handle) or []
+        for play in plays:
+            entries = list(play.get("roles") or [])
+            for task in tasks_of(play.get("tasks")):
+                for key in ("ansible.builtin.include_role", "ansible.builtin.import_role"):
+                    if key in task:
+                        entries.append(dict(task[key], tags=task.get("tags", [])))
+            for entry in entries:
+                name = entry.get("role") or entry.get("name") if isinstance(entry, dict) else entry
+                if isinstance(name, str) and name.startswith("gpufleet.cluster."):
+                    tags = entry.get("tags") or []
+                    found.setdefault(name.split(".")[-1], set()).update([tags] if isinstance(tags, str) else tags)
+    return found
+
+
+def test_every_role_readme_lists_its_tags():
+    """A `## Tags` section in each role README that names every tag the playbooks give the role."""
+    given = playbook_role_tags()
+    problems = []
+    for role in ROLE_NAMES:
+        with open(os.path.join(ROLES, role, "README.md")) as handle:
+            text = handle.read()
+        match = re.search(r"^## Tags\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+        if not match:
+            problems.append("%s: no ## Tags section" % role)
+            continue
+        missing = sorted(tag for tag in given.get(role, set()) if "`%s`" % tag not in match.group(1))
+        if missing:
+            problems.append("%s: Tags section does not name %s" % (role, ", ".join(missing)))
+    assert given.get("os_hardening") and given.get("gpu_monitoring") >= {"gpu_monitoring", "prometheus"}
+    assert not problems, problems
