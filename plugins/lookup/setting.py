@@ -60,6 +60,7 @@ except ImportError:  # ansible-core before 2.19: everything read from a file is 
 
 ROLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles")
 _FILES = {}
+_ROLES = {}
 
 
 def _trusted(value):
@@ -74,7 +75,8 @@ def _trusted(value):
 
 
 def role_file(role, name, roles_dir=ROLES_DIR):
-    """The mapping in roles/<role>/<name>/main.yml ({} when the file does not exist), read once per change."""
+    """The mapping in roles/<role>/<name>/main.yml, its strings trusted as templates ({} when the file does not
+    exist), read and trusted once per change of the file."""
     path = os.path.join(roles_dir, role, name, "main.yml")
     try:
         stamp = os.stat(path).st_mtime_ns
@@ -90,14 +92,21 @@ def role_file(role, name, roles_dir=ROLES_DIR):
             raise AnsibleLookupError("%s does not parse: %s" % (path, exc))
     if not isinstance(data, dict):
         raise AnsibleLookupError("%s is not a mapping of variables" % path)
+    data = _trusted(data)
     _FILES[path] = (stamp, data)
     return data
 
 
+def roles_in(roles_dir=ROLES_DIR):
+    """The role names of this collection, listed once per process."""
+    if roles_dir not in _ROLES:
+        _ROLES[roles_dir] = [entry for entry in os.listdir(roles_dir) if os.path.isdir(os.path.join(roles_dir, entry))]
+    return _ROLES[roles_dir]
+
+
 def owner_of(name, roles_dir=ROLES_DIR):
     """The role of this collection whose name followed by `_` is the longest prefix of name, or None."""
-    roles = [entry for entry in os.listdir(roles_dir) if os.path.isdir(os.path.join(roles_dir, entry))]
-    owners = [role for role in roles if name.startswith(role + "_")]
+    owners = [role for role in roles_in(roles_dir) if name.startswith(role + "_")]
     return max(owners, key=len) if owners else None
 
 
@@ -117,9 +126,9 @@ class LookupModule(LookupBase):
             if term not in defaults and term not in derived:
                 raise AnsibleLookupError("%s is not a setting of the %s role (neither in its defaults nor in its vars)"
                                          % (term, role))
-            context = dict(_trusted(defaults))
+            context = dict(defaults)
             context.update(variables)
-            context.update(_trusted(derived))
+            context.update(derived)
             templar = self._templar.copy_with_new_env(available_variables=context)
             values.append(templar.template(context[term]))
         return values

@@ -25,8 +25,7 @@ def lookup(*names, **variables):
 
 
 def owner(name):
-    owners = [role for role in ROLES if name.startswith(role + "_")]
-    return max(owners, key=len) if owners else None
+    return setting.owner_of(name, os.path.join(ROOT, "roles"))
 
 
 def load(*parts):
