@@ -77,6 +77,12 @@ options:
     description: debian, ubuntu, rhel, rocky.
     type: str
     required: true
+  gpu_policy_unit:
+    description:
+      - Path of the GPU policy unit the role writes. The result says whether it exists, so a node without a policy
+        needs no second call to find one left from an earlier policy. Empty skips that read.
+    type: path
+    default: ""
   root:
     description: Directory the files are read under (tests point it at a recorded tree).
     type: path
@@ -128,6 +134,8 @@ state:
         /usr/sbin, or empty) and C(masked) (the unit paths linked to /dev/null).
       type: dict
     machine_id: {description: /etc/machine-id of the node., type: str}
+    gpu_policy_unit_exists: {description: "O(gpu_policy_unit) exists (false when O(gpu_policy_unit) is empty).",
+                             type: bool}
     problems: {description: Sentences that must stop the run before anything changes., type: list}
     notes: {description: Warnings for the operator., type: list}
     built: {description: Kernels the module was built for in this call., type: list}
@@ -216,6 +224,7 @@ def main():
             container=dict(type="bool", default=False),
             os_family=dict(type="str", required=True),
             os_id=dict(type="str", required=True),
+            gpu_policy_unit=dict(type="path", default=""),
             root=dict(type="path", default="/"),
         ),
         supports_check_mode=True,
@@ -268,6 +277,7 @@ def main():
     state["units"] = [u for u in UNITS if any(os.path.exists(_path(root, os.path.join(d, u))) for d in UNIT_DIRS)]
     state["machine_id"] = (sysfs.read_text(_path(root, "etc/machine-id"), default="") or "").strip()
     state["persistenced"] = ds.persistenced(root)
+    state["gpu_policy_unit_exists"] = bool(p["gpu_policy_unit"]) and os.path.lexists(_path(root, p["gpu_policy_unit"].lstrip("/")))
     for note in state["notes"]:
         module.warn(note)
     module.exit_json(changed=changed, state=state)

@@ -258,3 +258,23 @@ def test_persistenced_is_found_where_the_packages_put_it_and_a_masked_unit_is_pa
     (etc / "nvidia-persistenced.service").unlink()
     touch("/etc/systemd/system/nvidia-persistenced.service", "[Service]\nExecStart=/usr/sbin/nvidia-persistenced\n")
     assert ds.persistenced(str(tmp_path))["unit_file"] == "/etc/systemd/system/nvidia-persistenced.service"
+
+
+def test_the_state_read_says_whether_an_earlier_gpu_policy_left_its_unit(monkeypatch, tmp_path):
+    """main.yml includes gpu_policy_absent.yml only when this says the unit is there: no stat of its own."""
+    from module_harness import patch_module, run_main
+    from ansible_collections.gpufleet.cluster.plugins.modules import nvidia_driver_state
+
+    patch_module(monkeypatch, lambda module, args, **kwargs: (0, "", ""))
+    unit = "/etc/systemd/system/gpufleet-gpu-policy.service"
+    args = {"plan": DEBIAN_PLAN, "source": "debian", "branch": "550", "os_family": "Debian", "os_id": "debian",
+            "container": True, "root": str(tmp_path), "refresh": False, "_ansible_check_mode": True}
+
+    def exists(**extra):
+        return run_main(nvidia_driver_state.main, dict(args, **extra))["state"]["gpu_policy_unit_exists"]
+
+    assert exists(gpu_policy_unit=unit) is False
+    (tmp_path / unit.lstrip("/")).parent.mkdir(parents=True)
+    (tmp_path / unit.lstrip("/")).write_text("[Unit]\n")
+    assert exists(gpu_policy_unit=unit) is True
+    assert exists() is False  # no path given: nothing is read
