@@ -211,3 +211,77 @@ def test_profile_makes_the_stack_ompi_info_win_over_usr_bin(tmp_path):
     out = source(render_profile("doca", layout), tmp_path, 'command -v ompi_info; echo "${OPAL_PREFIX:-unset}"',
                  path="%s:/bin" % system)
     assert out == [str(stack / "ompi_info"), "unset"]
+
+
+# --- the mpi_stack_facts module: the same answers in one call, with fake ompi_info/ucx_info printing captures --
+
+def fake_stack(bin_dir, ompi="5.0.7-debian13", ucx="1.18.1-debian13", ucx_rc=0):
+    """Executables in bin_dir that print the captured outputs (and, for ucx_info, exit ucx_rc)."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    answers = {
+        "--version": body("openmpi", "ompi_info-version-%s.txt" % ompi),
+        "--path": body("openmpi", "ompi_info-path-sysconfdir-parsable-%s.txt" % ompi),
+    }
+    for flag, text in answers.items():
+        (bin_dir / ("ompi" + flag)).write_text(text)
+    (bin_dir / "ucx-v").write_text(body("ucx-build", "ucx_info-v-%s.txt" % ucx))
+    script = bin_dir / "ompi_info"
+    script.write_text('#!/bin/sh\nexec /bin/cat "%s/ompi$1"\n' % bin_dir)
+    script.chmod(0o755)
+    script = bin_dir / "ucx_info"
+    script.write_text('#!/bin/sh\n/bin/cat "%s/ucx-v"\nexit %d\n' % (bin_dir, ucx_rc))
+    script.chmod(0o755)
+
+
+def run_stack_facts(monkeypatch, args, check_mode=False, expect=None):
+    from module_harness import Exit, Fail, run_main
+    from ansible.module_utils import basic
+    from ansible_collections.gpufleet.cluster.plugins.modules import mpi_stack_facts
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", lambda module, **kw: (_ for _ in ()).throw(Exit(kw)))
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", lambda module, **kw: (_ for _ in ()).throw(Fail(kw)))
+    args = dict(args, os_sysconfdir="/etc/openmpi", _ansible_check_mode=check_mode)
+    return run_main(mpi_stack_facts.main, args, expect=expect or Exit)
+
+
+def test_the_module_asks_the_hpcx_stack_in_one_call(monkeypatch, tmp_path):
+    fake_stack(tmp_path / "hpcx/ompi/bin")
+    fake_stack(tmp_path / "hpcx/ucx/bin")
+    result = run_stack_facts(monkeypatch, {"stack": "hpcx", "hpcx_dir": str(tmp_path / "hpcx")})
+    assert result["usable"] is True and result["problem"] == ""
+    assert (result["openmpi"], result["ucx"], result["sysconfdir"]) == ("5.0.7", "1.18.1", "/etc/openmpi")
+    assert result["layout"]["ompi_info"] == str(tmp_path / "hpcx/ompi/bin/ompi_info")
+    assert result["environment"]["OPAL_PREFIX"] == str(tmp_path / "hpcx/ompi")
+    # Debian's UCX was configured with /etc, which exists here: ucx.conf is read from /etc/ucx.
+    assert result["ucx_confdir"] == "/etc/ucx"
+
+
+def test_the_module_finds_the_newest_doca_openmpi(monkeypatch, tmp_path):
+    for version in ("4.1.7a1", "4.1.9a1"):
+        (tmp_path / "mpi" / ("openmpi-" + version) / "bin").mkdir(parents=True)
+    fake_stack(tmp_path / "mpi/openmpi-4.1.9a1/bin", ompi="4.1.4-debian12")
+    (tmp_path / "mpi/openmpi-4.1.9a1/bin/ucx_info").unlink()  # DOCA-OFED's UCX is the one in /usr
+    fake_stack(tmp_path / "usrbin", ucx="1.13.1-debian12")
+    monkeypatch.setenv("PATH", str(tmp_path / "usrbin"))
+    result = run_stack_facts(monkeypatch, {"stack": "doca", "doca_root": str(tmp_path / "mpi"),
+                                           "default_path": str(tmp_path / "usrbin")})
+    assert result["layout"]["mpi_home"] == str(tmp_path / "mpi/openmpi-4.1.9a1")
+    assert (result["openmpi"], result["ucx"]) == ("4.1.4", "1.13.1")
+
+
+def test_a_stack_that_does_not_run_fails_naming_the_command(monkeypatch, tmp_path):
+    from module_harness import Fail
+    fake_stack(tmp_path / "hpcx/ompi/bin")
+    fake_stack(tmp_path / "hpcx/ucx/bin", ucx_rc=127)
+    failed = run_stack_facts(monkeypatch, {"stack": "hpcx", "hpcx_dir": str(tmp_path / "hpcx")}, expect=Fail)
+    assert "the hpcx stack is not usable" in failed["msg"] and "ucx_info failed (rc 127)" in failed["msg"]
+    # An HPC-X that is not unpacked yet: in check mode the OS directories stand in, and the result says why.
+    result = run_stack_facts(monkeypatch, {"stack": "hpcx", "hpcx_dir": str(tmp_path / "none")}, check_mode=True)
+    assert result["usable"] is False and "ompi_info not found" in result["problem"]
+    assert (result["sysconfdir"], result["ucx_confdir"], result["openmpi"]) == ("/etc/openmpi", "/etc/ucx", None)
+
+
+def test_doca_not_installed_yet_in_check_mode_stands_in_with_the_os_layout(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    result = run_stack_facts(monkeypatch, {"stack": "doca", "doca_root": str(tmp_path / "mpi"),
+                                           "default_path": str(tmp_path / "empty")}, check_mode=True)
+    assert result["layout"]["ompi_info"] == "ompi_info" and result["usable"] is False
