@@ -237,8 +237,16 @@ def run_stack_facts(monkeypatch, args, check_mode=False, expect=None):
     from module_harness import Exit, Fail, run_main
     from ansible.module_utils import basic
     from ansible_collections.gpufleet.cluster.plugins.modules import mpi_stack_facts
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", lambda module, **kw: (_ for _ in ()).throw(Exit(kw)))
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", lambda module, **kw: (_ for _ in ()).throw(Fail(kw)))
+
+    def exit_json(module, **kwargs):
+        raise Exit(kwargs)
+
+    def fail_json(module, **kwargs):
+        raise Fail(kwargs)
+
+    # The real run_command: the fake ompi_info and ucx_info run.
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
     args = dict(args, os_sysconfdir="/etc/openmpi", _ansible_check_mode=check_mode)
     return run_main(mpi_stack_facts.main, args, expect=expect or Exit)
 
