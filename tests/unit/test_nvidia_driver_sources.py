@@ -157,3 +157,57 @@ def test_deb822_third_party_stanza_for_the_codename_is_left_alone():
     )
     result = nd.add_apt_components(text, "trixie", NONFREE)
     assert result == {"content": text, "found": 0, "changed": False}
+
+
+# --- the apt_source_components module: every source file of a node in one call ---------------------------------
+
+def run_components(monkeypatch, root, **extra):
+    from ansible.module_utils import basic
+    from ansible_collections.gpufleet.cluster.plugins.modules import apt_source_components
+    from module_harness import Exit, run_main
+
+    def exit_json(module, **kwargs):
+        raise Exit(kwargs)
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    return run_main(apt_source_components.main, dict({"codename": "trixie", "components": NONFREE,
+                                                      "root": str(root)}, **extra))
+
+
+def apt_tree(tmp_path):
+    (tmp_path / "etc/apt/sources.list.d").mkdir(parents=True)
+    (tmp_path / "etc/apt/sources.list").write_text(TRIXIE_LIST)
+    (tmp_path / "etc/apt/sources.list.d/debian.sources").write_text(TRIXIE_DEB822)
+    # Docker's repository reuses the codename as its suite: not the distribution's, left alone.
+    (tmp_path / "etc/apt/sources.list.d/docker.list").write_text(
+        "deb [signed-by=/etc/apt/keyrings/docker.asc] https://download.example/linux/debian trixie stable\n")
+    (tmp_path / "etc/apt/sources.list.d/old.list.save").write_text(TRIXIE_LIST)  # not a name apt reads
+    (tmp_path / "etc/apt/sources.list.d/linked.list").symlink_to(tmp_path / "etc/apt/sources.list")
+    return tmp_path
+
+
+def test_the_module_edits_every_source_file_of_the_release_in_one_call(monkeypatch, tmp_path):
+    root = apt_tree(tmp_path)
+    result = run_components(monkeypatch, root, _ansible_check_mode=True, _ansible_diff=True)
+    assert result["changed"] is True and result["found"] == 5
+    assert result["files"] == ["/etc/apt/sources.list", "/etc/apt/sources.list.d/debian.sources",
+                               "/etc/apt/sources.list.d/docker.list"]
+    assert result["edited"] == ["/etc/apt/sources.list", "/etc/apt/sources.list.d/debian.sources"]
+    assert [d["before_header"] for d in result["diff"]] == result["edited"]
+    assert (root / "etc/apt/sources.list").read_text() == TRIXIE_LIST  # check mode wrote nothing
+
+    result = run_components(monkeypatch, root)
+    assert result["changed"] is True
+    assert "trixie main contrib non-free non-free-firmware" in (root / "etc/apt/sources.list").read_text()
+    assert "Components: main non-free-firmware contrib non-free\n" in \
+        (root / "etc/apt/sources.list.d/debian.sources").read_text()
+    assert "trixie stable\n" in (root / "etc/apt/sources.list.d/docker.list").read_text()
+    assert oct((root / "etc/apt/sources.list").stat().st_mode & 0o777) == "0o644"
+    again = run_components(monkeypatch, root)
+    assert again["changed"] is False and again["edited"] == [] and again["found"] == 5
+
+
+def test_a_node_without_an_entry_of_its_release_reports_none(monkeypatch, tmp_path):
+    (tmp_path / "etc/apt").mkdir(parents=True)
+    (tmp_path / "etc/apt/sources.list").write_text("deb http://mirror.example/debian bookworm main\n")
+    result = run_components(monkeypatch, tmp_path)
+    assert (result["found"], result["changed"]) == (0, False)
