@@ -1,0 +1,116 @@
+"""gpufleet.cluster.line_settings against ansible.builtin.lineinfile: the same files from one call as from a loop.
+
+The files are Debian's own (tests/fixtures/config-files/, their sources in their headers): /etc/login.defs, whose
+comment lines also match the login regexp, and chkrootkit.conf.
+"""
+import os
+
+import pytest
+from ansible.modules import lineinfile
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import line_settings as ls
+from ansible_collections.gpufleet.cluster.plugins.modules import line_settings
+from conftest import fixture_parts
+from module_harness import Exit, Fail, run_main
+
+LOGIN_REGEXP, LOGIN_LINE = r"^\s*#?\s*{key}\s", "{key}\t{value}"
+# os_hardening's defaults (roles/os_hardening/defaults/main.yml).
+LOGIN = {"SHA_CRYPT_MIN_ROUNDS": 65536, "SHA_CRYPT_MAX_ROUNDS": 262144, "YESCRYPT_COST_FACTOR": 8,
+         "PASS_MIN_DAYS": 1, "UMASK": "027"}
+CHKROOTKIT = {"RUN_DAILY": "true", "RUN_DAILY_OPTS": "-q", "DIFF_MODE": "true"}
+
+
+@pytest.fixture(autouse=True)
+def module_exits(monkeypatch):
+    from ansible.module_utils import basic
+
+    def exit_json(module, **kwargs):
+        raise Exit(kwargs)
+
+    def fail_json(module, **kwargs):
+        raise Fail(kwargs)
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+
+
+def lineinfile_loop(path, settings, regexp, line):
+    """What the role did before: one lineinfile call per key."""
+    changed = False
+    for key, value in settings.items():
+        result = run_main(lineinfile.main, {"path": path, "regexp": regexp.replace("{key}", key),
+                                            "line": line.replace("{key}", key).replace("{value}", str(value))})
+        changed = changed or result["changed"]
+    return changed
+
+
+CASES = [
+    ("login.defs-debian12", LOGIN, LOGIN_REGEXP, LOGIN_LINE),
+    ("chkrootkit.conf-debian12", CHKROOTKIT, "^{key}=", '{key}="{value}"'),
+    ("login.defs-debian12", {"UMASK": "077", "NEW_KEY": "x"}, LOGIN_REGEXP, LOGIN_LINE),
+]
+
+
+@pytest.mark.parametrize("name, settings, regexp, line", CASES)
+def test_one_call_writes_what_the_lineinfile_loop_wrote(tmp_path, name, settings, regexp, line, ):
+    shipped = fixture_parts("config-files", name)[1]
+    by_loop, by_module = tmp_path / "loop", tmp_path / "module"
+    by_loop.write_text(shipped)
+    by_module.write_text(shipped)
+    loop_changed = lineinfile_loop(str(by_loop), settings, regexp, line)
+    result = run_main(line_settings.main, {"path": str(by_module), "settings": settings, "regexp": regexp,
+                                           "line": line})
+    assert by_module.read_text() == by_loop.read_text()
+    assert result["changed"] is loop_changed is True
+    # The second run changes nothing, for both.
+    assert lineinfile_loop(str(by_loop), settings, regexp, line) is False
+    again = run_main(line_settings.main, {"path": str(by_module), "settings": settings, "regexp": regexp,
+                                          "line": line})
+    assert again["changed"] is False and again["lines"] == []
+
+
+def test_login_defs_lines_are_set_where_debian_has_them():
+    shipped = fixture_parts("config-files", "login.defs-debian12")[1]
+    text, changed = ls.apply(shipped, ls.expand(LOGIN, LOGIN_REGEXP, LOGIN_LINE))
+    assert "UMASK\t027\n" in text and "UMASK\t\t022" not in text
+    assert "SHA_CRYPT_MIN_ROUNDS\t65536\n" in text and "#SHA_CRYPT_MIN_ROUNDS 5000" not in text
+    assert len(changed) == 5 and len(text.splitlines()) == len(shipped.splitlines())
+
+
+def test_check_mode_and_diff_change_nothing(tmp_path):
+    path = tmp_path / "chkrootkit.conf"
+    path.write_text(fixture_parts("config-files", "chkrootkit.conf-debian12")[1])
+    path.chmod(0o640)
+    before = path.read_text()
+    result = run_main(line_settings.main, {"path": str(path), "settings": CHKROOTKIT, "line": '{key}="{value}"',
+                                           "_ansible_check_mode": True, "_ansible_diff": True})
+    assert result["changed"] is True and result["lines"] == ['RUN_DAILY_OPTS="-q"']
+    assert result["diff"]["before"] == before and 'RUN_DAILY_OPTS="-q"' in result["diff"]["after"]
+    assert path.read_text() == before
+    run_main(line_settings.main, {"path": str(path), "settings": CHKROOTKIT, "line": '{key}="{value}"'})
+    assert 'RUN_DAILY_OPTS="-q"\n' in path.read_text() and oct(os.stat(str(path)).st_mode & 0o777) == "0o640"
+    assert [p.name for p in tmp_path.iterdir()] == ["chkrootkit.conf"]  # no temporary file left
+
+
+def test_a_missing_file_fails_and_creates_nothing(tmp_path):
+    failed = run_main(line_settings.main, {"path": str(tmp_path / "absent.conf"), "settings": {"A": 1}},
+                      expect=Fail)
+    assert "does not exist" in failed["msg"] and not (tmp_path / "absent.conf").exists()
+
+
+@pytest.mark.parametrize("settings, regexp, line, message", [
+    ({"A": 1}, "^A=", "{key}={value}", "regexp must contain {key}"),
+    ({"A": 1}, "^{key}=", "{key}=", "line must contain {key} and {value}"),
+    ({"A": "1\nB=2"}, "^{key}=", "{key}={value}", "neither may span lines"),
+    ({"A": 1}, "^({key}=", "{key}={value}", "does not compile"),
+])
+def test_settings_that_cannot_make_a_line_are_refused(tmp_path, settings, regexp, line, message):
+    path = tmp_path / "f.conf"
+    path.write_text("A=0\n")
+    failed = run_main(line_settings.main, {"path": str(path), "settings": settings, "regexp": regexp, "line": line},
+                      expect=Fail)
+    assert message in failed["msg"] and path.read_text() == "A=0\n"
+
+
+def test_a_key_is_matched_literally_and_a_file_without_a_final_newline_gets_one():
+    text, changed = ls.apply("A.B=1\nAxB=2", ls.expand({"A.B": 3, "C": True}, "^{key}=", "{key}={value}"))
+    assert text == "A.B=3\nAxB=2\nC=true\n" and changed == ["A.B=3", "C=true"]
