@@ -12,6 +12,7 @@ sysctl on a shared node):
   - dev-sec's devsec.hardening.os_hardening and ssh_hardening from the collection at --peer (default: the
     GPUFLEET_PEER_DEVSEC environment variable): converged once, not timed, then its no-op run timed. Without a
     peer the comparison is reported as not measured, and the rest still runs;
+  - site.yml's no-op again without the gpufleet.cluster.preload callback that ansible.cfg enables, and the ratio;
   - with --mitogen, site.yml's no-op again under Mitogen's strategy (a documented option, never the default).
 
 Then the goals from this one run (site.yml no-op / dev-sec no-op, CPU per node with PASS or MISS), the
@@ -52,6 +53,8 @@ GOAL_NODE_CPU = 10.0  # node CPU seconds per node per no-op run
 PROJECTED_FLEETS = (100, 1000)
 RECHECK_WINDOW = 15 * 60  # seconds: a drift re-check of the whole fleet every 15 minutes
 
+# The 1-node no-op is run once more with this environment: gpufleet.cluster.preload (ansible.cfg) off.
+NO_PRELOAD_ENV = {"ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.timer"}
 PEER_ENV = "GPUFLEET_PEER_DEVSEC"
 PEER_CONTAINER = "gpufleet-lab-peer"
 PEER_HOST = "lab-peer"
@@ -603,6 +606,16 @@ def main(argv):
                                       run["nodes"], size, idle)
             print("  ten slowest no-op tasks:")
             print_slowest(rows)
+            if size == 1:
+                # The same no-op without the preload callback (ansible.posix.timer, which only prints the run's
+                # time, takes its place: callbacks_enabled cannot be emptied from the environment).
+                run = run_events("site.yml", nodes=containers, env=NO_PRELOAD_ENV)
+                unloaded = summarize("1 node no-op without preload", run["seconds"], task_rows(run["events"]),
+                                     run["controller"], run["nodes"], 1, idle)
+                plain = figures[1]
+                print("%-30s with / without the preload callback, same run: wall %.2f, controller CPU %.2f"
+                      % ("", plain["seconds"] / unloaded["seconds"],
+                         plain["controller"] / unloaded["controller"] if unloaded["controller"] else 0))
             if size == 1 and strategy_dir:
                 run = run_events("site.yml", nodes=containers, env=mitogen_env(workdir, strategy_dir))
                 mitogen = summarize("1 node no-op under Mitogen", run["seconds"], task_rows(run["events"]),
