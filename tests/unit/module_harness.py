@@ -18,6 +18,12 @@ def _raise(exc):
     return handler
 
 
+def patch_exits(monkeypatch):
+    """Route exit_json/fail_json to Exit/Fail and leave the rest real: the module runs its commands and files."""
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", _raise(Exit))
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", _raise(Fail))
+
+
 def patch_module(monkeypatch, run_command):
     """Route exit_json/fail_json to Exit/Fail, run_command to the fake, and find every binary in /usr/bin."""
     monkeypatch.setattr(basic.AnsibleModule, "exit_json", _raise(Exit))

@@ -11,7 +11,7 @@ from ansible.modules import lineinfile
 from ansible_collections.gpufleet.cluster.plugins.module_utils import line_settings as ls
 from ansible_collections.gpufleet.cluster.plugins.modules import line_settings
 from conftest import fixture_parts
-from module_harness import Exit, Fail, run_main
+from module_harness import Fail, patch_exits, run_main
 
 LOGIN_REGEXP, LOGIN_LINE = r"^\s*#?\s*{key}\s", "{key}\t{value}"
 # os_hardening's defaults (roles/os_hardening/defaults/main.yml).
@@ -22,15 +22,7 @@ CHKROOTKIT = {"RUN_DAILY": "true", "RUN_DAILY_OPTS": "-q", "DIFF_MODE": "true"}
 
 @pytest.fixture(autouse=True)
 def module_exits(monkeypatch):
-    from ansible.module_utils import basic
-
-    def exit_json(module, **kwargs):
-        raise Exit(kwargs)
-
-    def fail_json(module, **kwargs):
-        raise Fail(kwargs)
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    patch_exits(monkeypatch)
 
 
 def lineinfile_loop(path, settings, regexp, line):

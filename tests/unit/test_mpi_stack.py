@@ -234,19 +234,10 @@ def fake_stack(bin_dir, ompi="5.0.7-debian13", ucx="1.18.1-debian13", ucx_rc=0):
 
 
 def run_stack_facts(monkeypatch, args, check_mode=False, expect=None):
-    from module_harness import Exit, Fail, run_main
-    from ansible.module_utils import basic
+    from module_harness import Exit, patch_exits, run_main
     from ansible_collections.gpufleet.cluster.plugins.modules import mpi_stack_facts
 
-    def exit_json(module, **kwargs):
-        raise Exit(kwargs)
-
-    def fail_json(module, **kwargs):
-        raise Fail(kwargs)
-
-    # The real run_command: the fake ompi_info and ucx_info run.
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    patch_exits(monkeypatch)  # the real run_command: the fake ompi_info and ucx_info run
     args = dict(args, os_sysconfdir="/etc/openmpi", _ansible_check_mode=check_mode)
     return run_main(mpi_stack_facts.main, args, expect=expect or Exit)
 

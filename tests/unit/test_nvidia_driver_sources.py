@@ -162,13 +162,10 @@ def test_deb822_third_party_stanza_for_the_codename_is_left_alone():
 # --- the apt_source_components module: every source file of a node in one call ---------------------------------
 
 def run_components(monkeypatch, root, **extra):
-    from ansible.module_utils import basic
     from ansible_collections.gpufleet.cluster.plugins.modules import apt_source_components
-    from module_harness import Exit, run_main
+    from module_harness import patch_exits, run_main
 
-    def exit_json(module, **kwargs):
-        raise Exit(kwargs)
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    patch_exits(monkeypatch)
     return run_main(apt_source_components.main, dict({"codename": "trixie", "components": NONFREE,
                                                       "root": str(root)}, **extra))
 
