@@ -21,8 +21,8 @@ description:
     C(plugins/module_utils/nvidia_driver.py)).
   - Returns how many entries of the release it found. With none, the caller adds the release itself from a mirror.
   - One module call where a find, a read of each file and a copy per edited file cost two calls or more on every run.
-  - An edited file is written through a temporary file in its directory, moved over it, owned by root with mode
-    0644. Check mode reports what would change; diff mode returns each edited file before and after.
+  - An edited file is written through a temporary file in its directory and moved over it, keeping its owner, group
+    and mode. Check mode reports what would change; diff mode returns each edited file before and after.
 options:
   codename:
     description: The release codename.
@@ -70,10 +70,10 @@ edited:
 
 import fnmatch
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils import nvidia_driver as nd
+from ansible_collections.gpufleet.cluster.plugins.module_utils.atomic_file import write_beside
 
 # Where apt reads its sources, and which names there are sources (what apt itself reads).
 SOURCE_DIRS = ("etc/apt", "etc/apt/sources.list.d")
@@ -93,20 +93,6 @@ def source_files(root):
                     and not os.path.islink(path):
                 found.append(path)
     return sorted(found)
-
-
-def write(module, path, content):
-    handle, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=os.path.dirname(path))
-    try:
-        with os.fdopen(handle, "w") as out:
-            out.write(content)
-        os.chmod(tmp, 0o644)
-        if os.geteuid() == 0:
-            os.chown(tmp, 0, 0)
-        module.atomic_move(tmp, path, unsafe_writes=False)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def main():
@@ -139,7 +125,7 @@ def main():
                        for name, (_path, before, after) in zip(shown, edits)]
     if not module.check_mode:
         for path, _before, after in edits:
-            write(module, path, after)
+            write_beside(module, path, after)
     module.exit_json(**out)
 
 

@@ -202,9 +202,9 @@ report_dest:
 import datetime
 import json
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils.atomic_file import write_beside
 from ansible_collections.gpufleet.cluster.plugins.module_utils import trivy_policy as tp
 
 
@@ -231,19 +231,12 @@ def version_command(trivy, p):
 
 
 def write_report(module, dest, content):
-    """Write ``content`` to ``dest`` through a mkstemp file beside it (never a predictable name)."""
+    """Write ``content`` to ``dest`` through a mkstemp file beside it (never a predictable name); a directory this
+    makes is 0700, which keeps the report private."""
     directory = os.path.dirname(dest) or "."
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o700)
-    fd, tmp = tempfile.mkstemp(prefix=".trivy-", suffix=".json", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(content)
-        os.chmod(tmp, 0o600)
-        module.atomic_move(tmp, dest)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    write_beside(module, dest, content)
 
 
 def main():

@@ -75,10 +75,10 @@ lines:
 """
 
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils import line_settings
+from ansible_collections.gpufleet.cluster.plugins.module_utils.atomic_file import write_beside
 
 
 def main():
@@ -109,15 +109,7 @@ def main():
     if module._diff and result["changed"]:
         result["diff"] = dict(before=before, after=after, before_header=path, after_header=path)
     if result["changed"] and not module.check_mode:
-        handle, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp",
-                                       dir=os.path.dirname(path))
-        try:
-            with os.fdopen(handle, "w", newline="") as out:
-                out.write(after)
-            module.atomic_move(tmp, path)  # keeps the owner, group and mode of the file it replaces
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        write_beside(module, path, after)  # keeps the owner, group and mode of the file it replaces
     module.exit_json(**result)
 
 

@@ -12,6 +12,7 @@ import tempfile
 import pytest
 from ansible.module_utils import basic
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import atomic_file
 from ansible_collections.gpufleet.cluster.plugins.module_utils import trivy_policy as tp
 from ansible_collections.gpufleet.cluster.plugins.modules import image_scan
 from conftest import FIXTURES
@@ -140,7 +141,7 @@ def test_report_goes_through_mkstemp_in_its_private_directory(trivy, tmp_path, m
     def mkstemp(*args, **kwargs):
         made.append(kwargs.get("dir"))
         return real(*args, **kwargs)
-    monkeypatch.setattr(image_scan.tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(atomic_file.tempfile, "mkstemp", mkstemp)  # the helper image_scan writes through
     dest = tmp_path / "private" / "report.json"
     result = run(trivy, {"report_dest": str(dest)})
     assert result["changed"] and made == [str(dest.parent)]
