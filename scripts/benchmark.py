@@ -550,6 +550,19 @@ def run_peer(workdir, peer_path):
     return figures
 
 
+def noop_variant(label, containers, env, idle):
+    """The 1-node no-op of site.yml once more with ``env`` added, summarized; returns its figures."""
+    run = run_events("site.yml", nodes=containers, env=env)
+    return summarize(label, run["seconds"], task_rows(run["events"]), run["controller"], run["nodes"], 1, idle)
+
+
+def ratio_line(what, numerator, denominator):
+    """Wall time and controller CPU of one run's figures over another's, for the same-run comparisons."""
+    return "%-30s %s, same run: wall %.2f, controller CPU %.2f" % (
+        "", what, numerator["seconds"] / denominator["seconds"],
+        numerator["controller"] / denominator["controller"] if denominator["controller"] else 0)
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=parse_sizes, default=[1, 2, 4],
@@ -584,7 +597,7 @@ def main(argv):
     if not become_subreaper():
         print("note: cannot become the reaper of the SSH masters: their CPU is missing from the controller's")
     subprocess.check_call(LAB + ["down"], stdout=subprocess.DEVNULL)
-    figures, peer, mitogen = {}, None, None
+    figures, peer = {}, None
     workdir = tempfile.mkdtemp(prefix="gpufleet-benchmark-")
     try:
         for size in args.sizes:
@@ -609,21 +622,12 @@ def main(argv):
             if size == 1:
                 # The same no-op without the preload callback (ansible.posix.timer, which only prints the run's
                 # time, takes its place: callbacks_enabled cannot be emptied from the environment).
-                run = run_events("site.yml", nodes=containers, env=NO_PRELOAD_ENV)
-                unloaded = summarize("1 node no-op without preload", run["seconds"], task_rows(run["events"]),
-                                     run["controller"], run["nodes"], 1, idle)
-                plain = figures[1]
-                print("%-30s with / without the preload callback, same run: wall %.2f, controller CPU %.2f"
-                      % ("", plain["seconds"] / unloaded["seconds"],
-                         plain["controller"] / unloaded["controller"] if unloaded["controller"] else 0))
+                unloaded = noop_variant("1 node no-op without preload", containers, NO_PRELOAD_ENV, idle)
+                print(ratio_line("with / without the preload callback", figures[1], unloaded))
             if size == 1 and strategy_dir:
-                run = run_events("site.yml", nodes=containers, env=mitogen_env(workdir, strategy_dir))
-                mitogen = summarize("1 node no-op under Mitogen", run["seconds"], task_rows(run["events"]),
-                                    run["controller"], run["nodes"], 1, idle)
-                plain = figures[1]
-                print("%-30s Mitogen / plain SSH, same run: wall %.2f, controller CPU %.2f"
-                      % ("", mitogen["seconds"] / plain["seconds"],
-                         mitogen["controller"] / plain["controller"] if plain["controller"] else 0))
+                mitogen = noop_variant("1 node no-op under Mitogen", containers, mitogen_env(workdir, strategy_dir),
+                                       idle)
+                print(ratio_line("Mitogen / plain SSH", mitogen, figures[1]))
             if size == 1 and peer_path:
                 peer = run_peer(workdir, peer_path)
 

@@ -50,12 +50,11 @@ def plugin_names(kind):
 def preload():
     """Load every filter, lookup and action plugin file of the collection into Ansible's plugin caches; returns the
     names of the files."""
-    loaded = []
-    if plugin_names("filter"):
+    loaded = ["filter/%s" % name for name in plugin_names("filter")]
+    if loaded:
         # Looking up a collection filter loads every filter file of the collection into the loader's cache, the
         # file that holds it or not: a name no file defines loads them all and finds nothing.
         filter_loader.get_with_context("%s.gpufleet_preload" % COLLECTION)
-        loaded += ["filter/%s" % name for name in plugin_names("filter")]
     for loader, kind in ((lookup_loader, "lookup"), (action_loader, "action")):
         for name in plugin_names(kind):
             loader.get("%s.%s" % (COLLECTION, name), class_only=True)

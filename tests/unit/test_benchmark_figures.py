@@ -184,3 +184,11 @@ def test_left_over_ssh_masters_are_ended_and_reaped(tmp_path):
     assert proc.pid not in benchmark._child_processes()
     with pytest.raises(ProcessLookupError):
         os.kill(proc.pid, 0)
+
+
+def test_ratio_line_compares_two_runs_of_the_same_benchmark():
+    line = benchmark.ratio_line("Mitogen / plain SSH", {"seconds": 36.3, "controller": 32.3},
+                                {"seconds": 64.2, "controller": 39.0})
+    assert line == " " * 30 + " Mitogen / plain SSH, same run: wall 0.57, controller CPU 0.83"
+    assert benchmark.ratio_line("x", {"seconds": 1.0, "controller": 5.0},
+                                {"seconds": 2.0, "controller": 0.0}).endswith("controller CPU 0.00")
