@@ -2,9 +2,9 @@
 the recorded sysfs trees (tests/fixtures/sysfs/) and ucx_facts' decision on real ucx_info outputs
 (tests/fixtures/ucx/), so the HCA and CUDA branches a container cannot reach are checked too.
 
-The NCCL and UCX settings are computed by the role's own set_fact task (tasks/config.yml, "Compute the NCCL and
-UCX settings of this node"), evaluated here with Ansible's Templar; rendering uses Jinja2 with Ansible's template
-settings (trim_blocks on); `comment` is Ansible's filter.
+The NCCL and UCX settings are computed by the role's own set_fact task (tasks/config.yml, "Compute the MCA
+parameters and the NCCL and UCX settings of this node"; its NCCL and UCX facts), evaluated here with Ansible's
+Templar; rendering uses Jinja2 with Ansible's template settings (trim_blocks on); `comment` is Ansible's filter.
 """
 import os
 import re
@@ -24,7 +24,8 @@ from conftest import FIXTURES, ROOT, fixture_parts
 ROLE = os.path.join(ROOT, "roles", "interconnect")
 TEMPLATES = os.path.join(ROLE, "templates")
 SYSFS = os.path.join(FIXTURES, "sysfs")
-SETTINGS_TASK = "Compute the NCCL and UCX settings of this node"
+SETTINGS_TASK = "Compute the MCA parameters and the NCCL and UCX settings of this node"
+SETTINGS_FACTS = ("__interconnect_nccl_ifname_source", "__interconnect_nccl_env", "__interconnect_ucx_env")
 ROUTES = ("10.10.0.0/16 dev ens10f0np0 proto kernel scope link src 10.10.0.11\n"
           "10.10.0.0/16 dev ens10f1np1 proto kernel scope link src 10.10.1.11\n")
 ENV_LINE = re.compile(r"^(NCCL|UCX)_[A-Z0-9_]+=[^\"'\s]+$")
@@ -67,7 +68,8 @@ def computed(values):
     task = next(t for t in tasks if t["name"] == SETTINGS_TASK)
     variables = dict(task["vars"])
     variables.update(values)
-    return Templar(loader=loader, variables=variables).template(task["ansible.builtin.set_fact"])
+    facts = task["ansible.builtin.set_fact"]
+    return Templar(loader=loader, variables=variables).template({name: facts[name] for name in SETTINGS_FACTS})
 
 
 FABRIC_TEMPLATES = ("nccl.conf.j2", "ucx.conf.j2", "fabric.env.j2")
