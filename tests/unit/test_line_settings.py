@@ -1,7 +1,7 @@
 """gpufleet.cluster.line_settings against ansible.builtin.lineinfile: the same files from one call as from a loop.
 
 The files are Debian's own (tests/fixtures/config-files/, their sources in their headers): /etc/login.defs, whose
-comment lines also match the login regexp, and chkrootkit.conf.
+comment lines also match the login regexp, chkrootkit.conf, /etc/default/debsums and aide.conf.
 """
 import os
 
@@ -39,6 +39,9 @@ CASES = [
     ("login.defs-debian12", LOGIN, LOGIN_REGEXP, LOGIN_LINE),
     ("chkrootkit.conf-debian12", CHKROOTKIT, "^{key}=", '{key}="{value}"'),
     ("login.defs-debian12", {"UMASK": "077", "NEW_KEY": "x"}, LOGIN_REGEXP, LOGIN_LINE),
+    # os_hardening's debsums schedule and AIDE digests (package_tools.yml, file_integrity.yml).
+    ("debsums-debian12", {"CRON_CHECK": "weekly"}, "^{key}=", "{key}={value}"),
+    ("aide.conf-debian12", {"Checksums": "sha256+sha512"}, r"^{key}\s*=", "{key} = {value}"),
 ]
 
 
