@@ -313,6 +313,8 @@ def test_os_hardening_apt_and_dpkg_tasks_only_run_on_debian():
                 continue  # the lines that say on EL what is skipped and why
             if "gpufleet.cluster.systemd_units" in task:
                 continue  # its Jinja picks the units per OS: test_os_hardening_units_per_os renders it
+            if file_name == "system.yml" and "gpufleet.cluster.managed_files" in task:
+                continue  # its Jinja picks the apt files per OS: test_os_hardening_files_per_os renders it
             text = yaml.safe_dump({k: v for k, v in task.items() if k not in ("name", "when", "block")})
             shell = task.get("ansible.builtin.shell") or ""
             shell = shell.get("cmd", "") if isinstance(shell, dict) else shell
@@ -381,6 +383,39 @@ def test_os_hardening_units_per_os(name, machine):
     # Check mode on a node whose tools would be installed first: only the units of what is there already.
     names = [unit["name"] for unit in hardening_units(name, machine, check_mode=True, tools_changed=True)[0]]
     assert names == ["dnf-automatic.timer" if el else "unattended-upgrades"]
+
+
+def hardening_files(name, machine, **switches):
+    """The destinations (in order) of os_hardening's one managed_files call in system.yml on this node, rendered by
+    Ansible's templar."""
+    gpufleet_node = node(name, machine)
+    found = resolve_os_vars("os_hardening", gpufleet_node)
+    tasks = [task for task in load_yaml(ROLES, "os_hardening", "tasks", "system.yml")
+             if "gpufleet.cluster.managed_files" in task]
+    assert len(tasks) == 1
+    task = tasks[0]
+    assert "when" not in task
+    variables = role_vars("os_hardening", gpufleet_node, found, **dict(
+        task["vars"], **dict(("os_hardening_" + key, value) for key, value in switches.items())))
+    return [item["dest"] for item in variables.render(task["gpufleet.cluster.managed_files"]["files"])]
+
+
+@pytest.mark.parametrize("name, machine", MATRIX)
+def test_os_hardening_files_per_os(name, machine):
+    """system.yml's one managed_files call: the modprobe, limits and profile files everywhere, the banner and the
+    coredump drop-in under their switches, apt's upgrade settings only on Debian/Ubuntu (the blacklist also for
+    security_updates_now alone)."""
+    el = OS_ROWS[name][3] == "RedHat"
+    base = ["/etc/modprobe.d", "/etc/modprobe.d/gpufleet-hardening.conf",
+            "/etc/security/limits.d/60-gpufleet-hardening.conf", "/etc/profile.d/gpufleet-hardening.sh"]
+    login = ["/etc/issue", "/etc/issue.net", "/etc/systemd/coredump.conf.d",
+             "/etc/systemd/coredump.conf.d/60-gpufleet.conf"]
+    apt = ["/etc/apt/apt.conf.d/21gpufleet-auto-upgrades", "/etc/apt/apt.conf.d/52gpufleet-unattended-upgrades"]
+    assert hardening_files(name, machine) == base + login + ([] if el else apt)
+    assert hardening_files(name, machine, unattended_upgrades=False, security_updates_now=False) == base + login
+    assert hardening_files(name, machine, unattended_upgrades=False, security_updates_now=True) == (
+        base + login + ([] if el else apt[1:]))
+    assert hardening_files(name, machine, banner="", disable_core_dumps=False) == base + ([] if el else apt)
 
 
 def _flatten(tasks):
