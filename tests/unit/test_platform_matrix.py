@@ -331,24 +331,29 @@ def test_os_hardening_apt_and_dpkg_tasks_only_run_on_debian():
     assert checked >= 10
 
 
-def hardening_units_task():
-    tasks = [task for task in load_yaml(ROLES, "os_hardening", "tasks", "main.yml")
-             if "gpufleet.cluster.systemd_units" in task]
+def hardening_task(file_name, module):
+    """The one task of os_hardening's tasks/<file_name> that calls module."""
+    tasks = [task for task in load_yaml(ROLES, "os_hardening", "tasks", file_name) if module in task]
     assert len(tasks) == 1
     return tasks[0]
+
+
+def hardening_task_vars(gpufleet_node, task, switches, **extra):
+    """The variables an os_hardening task sees on this node: the role's, extra (registered results, magic
+    variables), the task's own vars and the os_hardening_<switch> settings given."""
+    return role_vars("os_hardening", gpufleet_node, resolve_os_vars("os_hardening", gpufleet_node), **dict(
+        extra, **dict(task["vars"], **dict(("os_hardening_" + key, value) for key, value in switches.items()))))
 
 
 def hardening_units(name, machine, container=False, cron=False, check_mode=False, tools_changed=False, **switches):
     """(units, daemon_reload) the os_hardening systemd_units task passes on this node, rendered by Ansible's templar
     with the results the role's earlier tasks registered."""
-    gpufleet_node = dict(node(name, machine), container=container)
-    found = resolve_os_vars("os_hardening", gpufleet_node)
-    task = hardening_units_task()
+    task = hardening_task("main.yml", "gpufleet.cluster.systemd_units")
     registered = {"__os_hardening_install_tools": {"changed": tools_changed},
                   "__os_hardening_install_tools_dnf": {"changed": False}, "__os_hardening_install": {"changed": False},
                   "__os_hardening_cron": {"stat": {"exists": cron}}}
-    variables = role_vars("os_hardening", gpufleet_node, found, ansible_check_mode=check_mode, **dict(
-        registered, **dict(task["vars"], **dict(("os_hardening_" + key, value) for key, value in switches.items()))))
+    variables = hardening_task_vars(dict(node(name, machine), container=container), task, switches,
+                                    ansible_check_mode=check_mode, **registered)
     module_args = task["gpufleet.cluster.systemd_units"]
     if not variables.render("{{ %s }}" % task["when"]):
         return None  # the task is skipped
@@ -388,15 +393,9 @@ def test_os_hardening_units_per_os(name, machine):
 def hardening_files(name, machine, **switches):
     """The destinations (in order) of os_hardening's one managed_files call in system.yml on this node, rendered by
     Ansible's templar."""
-    gpufleet_node = node(name, machine)
-    found = resolve_os_vars("os_hardening", gpufleet_node)
-    tasks = [task for task in load_yaml(ROLES, "os_hardening", "tasks", "system.yml")
-             if "gpufleet.cluster.managed_files" in task]
-    assert len(tasks) == 1
-    task = tasks[0]
+    task = hardening_task("system.yml", "gpufleet.cluster.managed_files")
     assert "when" not in task
-    variables = role_vars("os_hardening", gpufleet_node, found, **dict(
-        task["vars"], **dict(("os_hardening_" + key, value) for key, value in switches.items())))
+    variables = hardening_task_vars(node(name, machine), task, switches)
     return [item["dest"] for item in variables.render(task["gpufleet.cluster.managed_files"]["files"])]
 
 
