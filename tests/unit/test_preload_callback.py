@@ -1,5 +1,6 @@
 """gpufleet.cluster.preload: every filter, lookup and action file of the collection is in Ansible's plugin cache
-before the first worker forks, and a worker then templates a collection filter without loading anything.
+before the first worker forks, and a worker then templates a collection filter without loading anything; at each
+play's start the heap is collected and frozen, so that forked workers leave it alone.
 
 Each check runs in a child Python (a fresh plugin loader), as ansible-playbook's own process would.
 """
@@ -67,3 +68,57 @@ def test_a_failing_preload_warns_and_the_run_goes_on(monkeypatch):
     callback._display = Display()
     callback.__init__()
     assert len(callback._display.warnings) == 1 and "no filter directory" in callback._display.warnings[0]
+
+
+FREEZE_CHILD = r"""
+import gc, json, sys
+from ansible.plugins.loader import init_plugin_loader
+init_plugin_loader([sys.argv[1]])
+from ansible_collections.gpufleet.cluster.plugins.callback import preload
+
+class Cycle(object):
+    pass
+
+def cycle():
+    node = Cycle()
+    node.me = node
+    return node
+
+gc.disable()  # only freeze_heap collects, so what it does is what is counted
+first = cycle()
+del first
+frozen_first = preload.freeze_heap()
+collected_first = not any(type(obj) is Cycle for obj in gc.get_objects())
+kept = cycle()
+frozen_again = preload.freeze_heap()
+kept_frozen = gc.get_freeze_count() > 0 and not any(type(obj) is Cycle for obj in gc.get_objects())
+del kept
+frozen_third = preload.freeze_heap()
+collected_later = gc.get_freeze_count() > 0 and frozen_third < frozen_again
+print(json.dumps({"frozen": frozen_first, "collected_first": collected_first, "kept_frozen": kept_frozen,
+                  "collected_later": collected_later}))
+"""
+
+
+def test_freeze_heap_collects_then_freezes_and_frees_what_an_earlier_play_froze():
+    done = subprocess.run([sys.executable, "-c", FREEZE_CHILD, os.path.join(ROOT, "collections")],
+                          capture_output=True, text=True, cwd=ROOT, check=True)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["frozen"] > 1000  # ansible's own modules are on the heap
+    # A cycle that was garbage before the play is collected, not frozen.
+    assert result["collected_first"]
+    # A live object is frozen (left out of the collections a forked worker runs) ...
+    assert result["kept_frozen"]
+    # ... and once it is garbage, the next play's unfreeze and collection free it: frozen objects do not pile up.
+    assert result["collected_later"]
+
+
+def test_each_play_start_freezes_the_heap(monkeypatch):
+    from ansible_collections.gpufleet.cluster.plugins.callback import preload
+
+    calls = []
+    monkeypatch.setattr(preload, "freeze_heap", lambda: calls.append("freeze"))
+    callback = preload.CallbackModule.__new__(preload.CallbackModule)
+    callback.v2_playbook_on_play_start(object())
+    callback.v2_playbook_on_play_start(object())
+    assert calls == ["freeze", "freeze"]
