@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: line_settings
-short_description: Set several key/value lines of one configuration file in one call
+short_description: Set several key/value lines of one or more configuration files in one call
 version_added: "0.1.0"
 description:
   - Sets one line per key of O(settings) in O(path), each exactly as M(ansible.builtin.lineinfile) with
@@ -20,18 +20,18 @@ description:
   - One module call for all the keys, where a M(ansible.builtin.lineinfile) loop costs one call per key on every
     run. The file is read once and, when a line differs, written once, through a temporary file in its directory
     moved over it, keeping its owner, group and mode.
-  - Fails, changing nothing, when O(path) does not exist (the package that ships it is missing), or when a key,
-    value or O(regexp) cannot make a line.
-  - Check mode reports what would change; diff mode returns the file before and after.
+  - O(files) does the same for several files in the one call, each with its own settings, regexp and line.
+  - Fails, changing nothing, when a file does not exist (the package that ships it is missing), when a key,
+    value or regexp cannot make a line, or when O(files) names a file twice. Every file is read and checked before
+    the first is written.
+  - Check mode reports what would change; diff mode returns each changed file before and after.
 options:
   path:
-    description: The file. It must exist.
+    description: The file. It must exist. Give O(path) and O(settings), or O(files).
     type: path
-    required: true
   settings:
     description: Keys and their values, set in this order. A boolean value is written as C(true) or C(false).
     type: dict
-    required: true
   regexp:
     description:
       - The regular expression, searched in each line without its line ending, that finds a key's current line.
@@ -42,6 +42,27 @@ options:
     description: The line a key gets. C({key}) and C({value}) stand for the key and its value.
     type: str
     default: "{key}={value}"
+  files:
+    description: Several files, each set as O(path) and O(settings) set one.
+    type: list
+    elements: dict
+    suboptions:
+      path:
+        description: The file. It must exist.
+        type: path
+        required: true
+      settings:
+        description: Keys and their values, set in this order.
+        type: dict
+        required: true
+      regexp:
+        description: As O(regexp), for this file.
+        type: str
+        default: "^{key}="
+      line:
+        description: As O(line), for this file.
+        type: str
+        default: "{key}={value}"
 author:
   - gpufleet contributors (!UNKNOWN)
 notes:
@@ -63,15 +84,29 @@ EXAMPLES = r"""
     path: /etc/chkrootkit/chkrootkit.conf
     settings: {RUN_DAILY: "true", DIFF_MODE: "true"}
     line: '{key}="{value}"'
+
+- name: Set the debsums schedule and the sysstat switch in one call
+  gpufleet.cluster.line_settings:
+    files:
+      - path: /etc/default/debsums
+        settings: {CRON_CHECK: weekly}
+      - path: /etc/default/sysstat
+        settings: {ENABLED: '"true"'}
 """
 
 RETURN = r"""
 lines:
-  description: The lines this call set or added (would set, in check mode).
+  description: The lines this call set or added (would set, in check mode), of every file.
   returned: always
   type: list
   elements: str
   sample: ["UMASK\t027"]
+changed_paths:
+  description: The files this call changed (would change, in check mode).
+  returned: always
+  type: list
+  elements: str
+  sample: ["/etc/login.defs"]
 """
 
 import os
@@ -81,35 +116,70 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import line_setti
 from ansible_collections.gpufleet.cluster.plugins.module_utils.atomic_file import write_beside
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            settings=dict(type="dict", required=True),
-            regexp=dict(type="str", default="^{key}="),
-            line=dict(type="str", default="{key}={value}"),
-        ),
-        supports_check_mode=True,
-    )
-    path = module.params["path"]
+def plan(spec):
+    """(path, text before, text after, lines set) for one file's spec; raises ValueError with the reason."""
+    path = spec["path"]
     try:
-        pairs = line_settings.expand(module.params["settings"], module.params["regexp"], module.params["line"])
+        pairs = line_settings.expand(spec["settings"], spec["regexp"], spec["line"])
     except ValueError as exc:
-        module.fail_json(msg="%s: %s; nothing was changed" % (path, exc))
+        raise ValueError("%s: %s" % (path, exc))
     if not os.path.isfile(path):
-        module.fail_json(msg="%s does not exist (or is not a file): the package that ships it is not installed; "
-                             "nothing was changed" % path)
+        raise ValueError("%s does not exist (or is not a file): the package that ships it is not installed" % path)
     try:
         with open(path, newline="") as handle:
             before = handle.read()
     except (IOError, OSError, UnicodeDecodeError) as exc:
-        module.fail_json(msg="cannot read %s: %s; nothing was changed" % (path, exc))
+        raise ValueError("cannot read %s: %s" % (path, exc))
     after, changed_lines = line_settings.apply(before, pairs)
-    result = dict(changed=after != before, lines=changed_lines, path=path)
-    if module._diff and result["changed"]:
-        result["diff"] = dict(before=before, after=after, before_header=path, after_header=path)
-    if result["changed"] and not module.check_mode:
-        write_beside(module, path, after)  # keeps the owner, group and mode of the file it replaces
+    return path, before, after, changed_lines
+
+
+def main():
+    file_options = dict(
+        path=dict(type="path", required=True),
+        settings=dict(type="dict", required=True),
+        regexp=dict(type="str", default="^{key}="),
+        line=dict(type="str", default="{key}={value}"),
+    )
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path"),
+            settings=dict(type="dict"),
+            regexp=dict(type="str", default="^{key}="),
+            line=dict(type="str", default="{key}={value}"),
+            files=dict(type="list", elements="dict", options=file_options),
+        ),
+        mutually_exclusive=[("path", "files"), ("settings", "files")],
+        required_one_of=[("path", "files")],
+        required_together=[("path", "settings")],
+        supports_check_mode=True,
+    )
+    params = module.params
+    one_file = params["files"] is None
+    specs = [dict((key, params[key]) for key in ("path", "settings", "regexp", "line"))] if one_file \
+        else params["files"]
+    paths = [spec["path"] for spec in specs]
+    twice = sorted(set(path for path in paths if paths.count(path) > 1))
+    if twice:
+        module.fail_json(msg="files names %s more than once; nothing was changed" % ", ".join(twice))
+    plans = []
+    for spec in specs:  # every file is read and checked before the first one is written
+        try:
+            plans.append(plan(spec))
+        except ValueError as exc:
+            module.fail_json(msg="%s; nothing was changed" % exc)
+    changes = [(path, before, after) for path, before, after, _lines in plans if after != before]
+    result = dict(changed=bool(changes), lines=[line for _path, _before, _after, lines in plans for line in lines],
+                  changed_paths=[path for path, _before, _after in changes])
+    if one_file:
+        result["path"] = plans[0][0]
+    if module._diff and changes:
+        diffs = [dict(before=before, after=after, before_header=path, after_header=path)
+                 for path, before, after in changes]
+        result["diff"] = diffs[0] if one_file else diffs
+    if not module.check_mode:
+        for path, _before, after in changes:
+            write_beside(module, path, after)  # keeps the owner, group and mode of the file it replaces
     module.exit_json(**result)
 
 

@@ -109,3 +109,76 @@ def test_settings_that_cannot_make_a_line_are_refused(tmp_path, settings, regexp
 def test_a_key_is_matched_literally_and_a_file_without_a_final_newline_gets_one():
     text, changed = ls.apply("A.B=1\nAxB=2", ls.expand({"A.B": 3, "C": True}, "^{key}=", "{key}={value}"))
     assert text == "A.B=3\nAxB=2\nC=true\n" and changed == ["A.B=3", "C=true"]
+
+
+# os_hardening's tools and login settings, as its one call gives them (roles/os_hardening/tasks/tools.yml).
+FILES = [
+    ("login.defs-debian12", LOGIN, LOGIN_REGEXP, LOGIN_LINE),
+    ("chkrootkit.conf-debian12", CHKROOTKIT, "^{key}=", '{key}="{value}"'),
+    ("debsums-debian12", {"CRON_CHECK": "weekly"}, "^{key}=", "{key}={value}"),
+    ("aide.conf-debian12", {"Checksums": "sha256+sha512"}, r"^{key}\s*=", "{key} = {value}"),
+]
+
+
+def shipped_files(directory):
+    """The Debian files of FILES written under ``directory``; returns the module's ``files`` for them."""
+    files = []
+    for name, settings, regexp, line in FILES:
+        path = directory / name
+        path.write_text(fixture_parts("config-files", name)[1])
+        files.append({"path": str(path), "settings": settings, "regexp": regexp, "line": line})
+    return files
+
+
+def test_files_in_one_call_are_written_as_one_call_per_file_writes_them(tmp_path):
+    (tmp_path / "many").mkdir()
+    (tmp_path / "each").mkdir()
+    many, each = shipped_files(tmp_path / "many"), shipped_files(tmp_path / "each")
+    result = run_main(line_settings.main, {"files": many})
+    for spec in each:
+        run_main(line_settings.main, spec)
+    for one, other in zip(many, each):
+        with open(one["path"]) as a, open(other["path"]) as b:
+            assert a.read() == b.read()
+    assert result["changed"] is True and result["changed_paths"] == [spec["path"] for spec in many]
+    again = run_main(line_settings.main, {"files": many})
+    assert again["changed"] is False and again["changed_paths"] == [] and again["lines"] == []
+
+
+def test_files_report_each_changed_file_in_check_mode_and_write_none(tmp_path):
+    files = shipped_files(tmp_path)
+    run_main(line_settings.main, {"files": files[:2]})  # login.defs and chkrootkit.conf already set
+    before = {spec["path"]: open(spec["path"]).read() for spec in files}
+    result = run_main(line_settings.main, {"files": files, "_ansible_check_mode": True, "_ansible_diff": True})
+    assert result["changed"] is True and result["changed_paths"] == [files[2]["path"], files[3]["path"]]
+    assert [d["after_header"] for d in result["diff"]] == result["changed_paths"]
+    assert "CRON_CHECK=weekly" in result["diff"][0]["after"] and "CRON_CHECK=weekly" not in result["diff"][0]["before"]
+    assert {spec["path"]: open(spec["path"]).read() for spec in files} == before
+
+
+def test_a_missing_file_among_files_fails_before_any_is_written(tmp_path):
+    files = shipped_files(tmp_path)
+    before = {spec["path"]: open(spec["path"]).read() for spec in files}
+    files.append({"path": str(tmp_path / "absent.conf"), "settings": {"A": 1}, "regexp": "^{key}=",
+                  "line": "{key}={value}"})
+    failed = run_main(line_settings.main, {"files": files}, expect=Fail)
+    assert "absent.conf does not exist" in failed["msg"] and "nothing was changed" in failed["msg"]
+    assert {spec["path"]: open(spec["path"]).read() for spec in files[:-1]} == before
+
+
+def test_a_file_named_twice_is_refused(tmp_path):
+    path = tmp_path / "f.conf"
+    path.write_text("A=0\n")
+    failed = run_main(line_settings.main, {"files": [{"path": str(path), "settings": {"A": 1}},
+                                                     {"path": str(path), "settings": {"A": 2}}]}, expect=Fail)
+    assert "more than once" in failed["msg"] and path.read_text() == "A=0\n"
+
+
+@pytest.mark.parametrize("args", [
+    {"path": "/etc/x", "settings": {"A": 1}, "files": [{"path": "/etc/y", "settings": {"A": 1}}]},
+    {"path": "/etc/x"},
+    {"settings": {"A": 1}},
+])
+def test_path_and_files_are_one_or_the_other(args):
+    failed = run_main(line_settings.main, args, expect=Fail)
+    assert "mutually exclusive" in failed["msg"] or "required" in failed["msg"]

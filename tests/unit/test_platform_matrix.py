@@ -315,6 +315,8 @@ def test_os_hardening_apt_and_dpkg_tasks_only_run_on_debian():
                 continue  # its Jinja picks the units per OS: test_os_hardening_units_per_os renders it
             if file_name == "system.yml" and "gpufleet.cluster.managed_files" in task:
                 continue  # its Jinja picks the apt files per OS: test_os_hardening_files_per_os renders it
+            if file_name == "tools.yml" and "gpufleet.cluster.line_settings" in task:
+                continue  # its Jinja picks Debian's files: test_os_hardening_line_files_per_os renders it
             text = yaml.safe_dump({k: v for k, v in task.items() if k not in ("name", "when", "block")})
             shell = task.get("ansible.builtin.shell") or ""
             shell = shell.get("cmd", "") if isinstance(shell, dict) else shell
@@ -328,7 +330,7 @@ def test_os_hardening_apt_and_dpkg_tasks_only_run_on_debian():
                 when = [when] if isinstance(when, str) else when
                 assert "gpufleet_node.os.family == 'Debian'" in when, "%s: %s" % (file_name, task.get("name"))
                 checked += 1
-    assert checked >= 10
+    assert checked >= 7  # the Debian-only line settings are one call now, rendered per OS above
 
 
 def hardening_task(file_name, module):
@@ -415,6 +417,42 @@ def test_os_hardening_files_per_os(name, machine):
     assert hardening_files(name, machine, unattended_upgrades=False, security_updates_now=True) == (
         base + login + ([] if el else apt[1:]))
     assert hardening_files(name, machine, banner="", disable_core_dumps=False) == base + ([] if el else apt)
+
+
+def hardening_line_files(name, machine, check_mode=False, tools_changed=False, **switches):
+    """{path: settings} of os_hardening's one line_settings call in tools.yml on this node (None when skipped),
+    rendered by Ansible's templar with the install's registered results."""
+    task = hardening_task("tools.yml", "gpufleet.cluster.line_settings")
+    registered = {"__os_hardening_install_tools": {"changed": tools_changed},
+                  "__os_hardening_install_tools_dnf": {"changed": False}}
+    variables = hardening_task_vars(node(name, machine), task, switches, ansible_check_mode=check_mode, **registered)
+    if not variables.render("{{ %s }}" % task["when"]):
+        return None
+    files = variables.render(task["gpufleet.cluster.line_settings"]["files"])
+    return dict((item["path"], item["settings"]) for item in files)
+
+
+@pytest.mark.parametrize("name, machine", MATRIX)
+def test_os_hardening_line_files_per_os(name, machine):
+    """tools.yml's one line_settings call: login.defs everywhere under its switch; AIDE's digests, chkrootkit's
+    options, debsums' schedule and sysstat's switch only on Debian/Ubuntu, each under its concern's switch, and
+    not in check mode while the tools are still to be installed."""
+    el = OS_ROWS[name][3] == "RedHat"
+    tools = {"/etc/aide/aide.conf": {"Checksums": "sha256+sha512"},
+             "/etc/chkrootkit/chkrootkit.conf": {"RUN_DAILY": "true", "RUN_DAILY_OPTS": "-n", "DIFF_MODE": "true"},
+             "/etc/default/debsums": {"CRON_CHECK": "weekly"}, "/etc/default/sysstat": {"ENABLED": '"true"'}}
+    files = hardening_line_files(name, machine)
+    assert list(files) == ["/etc/login.defs"] + ([] if el else list(tools))
+    assert files["/etc/login.defs"]["UMASK"] == "027" and "PASS_MAX_DAYS" not in files["/etc/login.defs"]
+    for path, settings in tools.items():
+        assert el or files[path] == settings
+    assert list(hardening_line_files(name, machine, check_mode=True, tools_changed=True)) == ["/etc/login.defs"]
+    assert list(hardening_line_files(name, machine, check_mode=True)) == list(files)
+    off = dict(file_integrity=False, rootkit_scanner=False, package_tools=False, accounting=False)
+    assert list(hardening_line_files(name, machine, rootkit_scanner=False, accounting=False)) == (
+        ["/etc/login.defs"] + ([] if el else ["/etc/aide/aide.conf", "/etc/default/debsums"]))
+    assert list(hardening_line_files(name, machine, **off)) == ["/etc/login.defs"]
+    assert hardening_line_files(name, machine, login_defs=False, **off) is None
 
 
 def _flatten(tasks):
