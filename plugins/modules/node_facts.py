@@ -41,6 +41,7 @@ options:
       - Where C(<root>/var/lib/dpkg/status) exists it is parsed (a package counts when its Status ends in
         C(installed), held ones included); otherwise C(rpm -qa) is asked (with C(--root) when O(root) is not C(/)).
       - Without either, RV(packages) is null and a warning says so.
+      - Where apt keeps package lists, RV(package_lists_age) comes back too.
     type: bool
     default: false
 author:
@@ -102,10 +103,21 @@ packages:
   sample:
     openssh-server: [{name: openssh-server, version: "1:10.0p1-7+deb13u4", arch: amd64, source: apt}]
     "gcc-14-base:i386": [{name: "gcc-14-base:i386", version: 14.2.0-19, arch: i386, source: apt}]
+package_lists_age:
+  description:
+    - Seconds since apt last refreshed its package lists, by the node's clock, read where
+      M(ansible.builtin.apt)'s O(ansible.builtin.apt#module:cache_valid_time) reads it (the mtime of
+      C(/var/lib/apt/periodic/update-success-stamp), else of C(/var/lib/apt/lists)). A task can then skip a list
+      refresh apt would not do, without a module run of its own.
+    - Null where there is no dpkg database or neither path exists. Not a fact, as it holds at the time of the call.
+  returned: when packages is true
+  type: int
+  sample: 1200
 """
 
 import io
 import os
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils import installed_packages, sysfs
@@ -170,6 +182,21 @@ def read_packages(module, root):
     return None, "neither %s nor rpm found: packages not read" % status
 
 
+# Where apt's cache_valid_time looks (ansible.builtin.apt: get_cache_mtime), in that order.
+APT_LIST_STAMPS = ("var/lib/apt/periodic/update-success-stamp", "var/lib/apt/lists")
+
+
+def package_lists_age(root, now=None):
+    """Seconds since apt last refreshed its package lists under root (never negative), or None without them."""
+    for relative in APT_LIST_STAMPS:
+        try:
+            mtime = os.stat(sysfs._path(root, relative)).st_mtime
+        except OSError:
+            continue
+        return max(0, int((time.time() if now is None else now) - mtime))
+    return None
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -195,6 +222,8 @@ def main():
     if module.params["packages"]:
         # A return value, never a fact: roles use this run's list only (preflight keeps it with set_fact).
         result["packages"], warning = read_packages(module, root)
+        result["package_lists_age"] = (package_lists_age(root)
+                                       if os.path.isfile(sysfs._path(root, "var/lib/dpkg/status")) else None)
         if warning:
             module.warn(warning + "; every install task asks the package manager")
     module.exit_json(**result)

@@ -6,6 +6,7 @@ so every role's packages_missing call must see the same answer as before.
 """
 import json
 import os
+import time
 
 import pytest
 
@@ -173,3 +174,33 @@ def test_node_facts_warns_when_rpm_fails(monkeypatch, recorded_root):
     result = run_main(node_facts.main, {"root": recorded_root, "packages": True, "use_mokutil": False})
     assert result["packages"] is None
     assert warnings and "rpmdb open failed" in warnings[0] and "packages not read" in warnings[0]
+
+
+def test_node_facts_says_how_old_apts_package_lists_are_where_apt_looks(monkeypatch, recorded_root):
+    """package_lists_age is read where apt's cache_valid_time reads it: the update-success stamp, else the lists
+    directory; without dpkg it is null."""
+    write(os.path.join(recorded_root, "var/lib/dpkg/status"), DPKG_STATUS)
+    lists = os.path.join(recorded_root, "var/lib/apt/lists")
+    os.makedirs(lists)
+    patch_module(monkeypatch, lambda module, args, **kwargs: (1, "", ""))
+    now = time.time()
+    os.utime(lists, (now - 7200, now - 7200))
+    age = run_main(node_facts.main, {"root": recorded_root, "packages": True, "use_mokutil": False})[
+        "package_lists_age"]
+    assert 7200 <= age <= 7200 + 60
+    stamp = os.path.join(recorded_root, "var/lib/apt/periodic/update-success-stamp")
+    write(stamp, "")
+    os.utime(stamp, (now - 600, now - 600))
+    age = run_main(node_facts.main, {"root": recorded_root, "packages": True, "use_mokutil": False})[
+        "package_lists_age"]
+    assert 600 <= age <= 600 + 60  # the stamp wins over the directory, as in apt
+    assert node_facts.package_lists_age(recorded_root, now=now - 3600) == 0  # a clock behind the stamp: 0, not < 0
+    assert "package_lists_age" not in run_main(node_facts.main, {"root": recorded_root, "use_mokutil": False})
+    os.remove(os.path.join(recorded_root, "var/lib/dpkg/status"))
+    patch_module(monkeypatch, lambda module, args, **kwargs: (0, RPM_QA, ""))
+    assert run_main(node_facts.main, {"root": recorded_root, "packages": True,
+                                      "use_mokutil": False})["package_lists_age"] is None
+
+
+def test_package_lists_age_is_none_without_apt(tmp_path):
+    assert node_facts.package_lists_age(str(tmp_path)) is None

@@ -419,6 +419,26 @@ def test_os_hardening_files_per_os(name, machine):
     assert hardening_files(name, machine, banner="", disable_core_dumps=False) == base + ([] if el else apt)
 
 
+@pytest.mark.parametrize("name, machine", MATRIX)
+def test_os_hardening_refreshes_the_lists_only_when_apt_would(name, machine):
+    """The list refresh before the security updates runs on Debian/Ubuntu when preflight found the lists an hour old
+    or more, or did not say (then the apt module's own cache_valid_time decides); never on EL."""
+    task = hardening_task("security_updates.yml", "ansible.builtin.apt")
+    assert task["ansible.builtin.apt"]["cache_valid_time"] == 3600
+
+    def runs(**extra):
+        variables = hardening_task_vars(node(name, machine), dict(task, vars={}), {}, **extra)
+        return all(variables.render("{{ %s }}" % condition) for condition in task["when"])
+
+    debian = OS_ROWS[name][3] != "RedHat"
+    assert runs() is debian
+    assert runs(preflight_package_lists_age=None) is debian
+    assert runs(preflight_package_lists_age=7200) is debian
+    assert runs(preflight_package_lists_age=3600) is debian
+    assert runs(preflight_package_lists_age=3599) is False
+    assert runs(preflight_package_lists_age=120) is False
+
+
 def hardening_line_files(name, machine, check_mode=False, tools_changed=False, **switches):
     """{path: settings} of os_hardening's one line_settings call in tools.yml on this node (None when skipped),
     rendered by Ansible's templar with the install's registered results."""
