@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """No-op run figures for site.yml on the lab, beside dev-sec's hardening roles on a node of their own.
 
-    python scripts/benchmark.py [--sizes 1,2,4] [--peer PATH] [--mitogen] [--keep]
+    python scripts/benchmark.py [--sizes 1,2,4] [--peer PATH] [--pairs N] [--mitogen] [--keep]
 
 For each fleet size in --sizes (the lab grows from one size to the next), it prints the first converge of the new
 nodes (wall time, split into package download/install tasks and the rest) and the no-op re-run (wall time, task
@@ -13,7 +13,10 @@ sysctl on a shared node):
     GPUFLEET_PEER_DEVSEC environment variable): converged once, not timed, then its no-op run timed. Without a
     peer the comparison is reported as not measured, and the rest still runs;
   - site.yml's no-op again without the gpufleet.cluster.preload callback that ansible.cfg enables, and the ratio;
-  - with --mitogen, site.yml's no-op again under Mitogen's strategy (a documented option, never the default).
+  - with --mitogen, site.yml's no-op again under Mitogen's strategy (a documented option, never the default);
+  - with --pairs N (and a peer), N - 1 more pairs of the two no-op runs, site.yml's then dev-sec's, each pair's
+    ratio printed; the 1-node goals then take the median of the N runs of each (one run's spread, 10 to 20 % on a
+    shared development VM, is larger than most changes it is asked to show).
 
 Then the goals from this one run (site.yml no-op / dev-sec no-op, CPU per node with PASS or MISS), the
 controller CPU per node at each size with a least-squares line cpu = a + b * nodes, the controller cores that
@@ -530,7 +533,9 @@ def start_peer(workdir):
 
 
 def run_peer(workdir, peer_path):
-    """dev-sec's roles on the peer node: converge (not timed), then the timed no-op run. Returns its figures."""
+    """dev-sec's roles on the peer node: converge (not timed), then the timed no-op run.
+
+    Returns (its no-op figures, a function that runs and prints its no-op once more with a label)."""
     print("peer: dev-sec's hardening collection at %s on %s (%s)" % (peer_path, PEER_HOST, peer_address()))
     inventory = start_peer(workdir)
     playbook = os.path.join(workdir, "devsec-hardening.yml")
@@ -542,12 +547,35 @@ def run_peer(workdir, peer_path):
     rows = task_rows(run["events"])
     summarize("dev-sec first converge", run["seconds"], rows, run["controller"], run["nodes"])
     idle = idle_rate(containers)
-    run = run_events(playbook, nodes=containers, env=env, inventory=inventory)
-    rows = task_rows(run["events"])
-    figures = summarize("dev-sec no-op re-run", run["seconds"], rows, run["controller"], run["nodes"], idle=idle)
+
+    def noop(label):
+        run = run_events(playbook, nodes=containers, env=env, inventory=inventory)
+        rows = task_rows(run["events"])
+        return summarize(label, run["seconds"], rows, run["controller"], run["nodes"], idle=idle), rows
+
+    figures, rows = noop("dev-sec no-op re-run")
     print("  five slowest dev-sec no-op tasks:")
     print_slowest(rows, 5)
-    return figures
+    return figures, lambda label: noop(label)[0]
+
+
+def median_figures(runs):
+    """The median of each figure over several runs of the same no-op (None where a run could not read it)."""
+    merged = {}
+    for key in runs[0]:
+        values = [run[key] for run in runs]
+        merged[key] = None if any(value is None for value in values) else statistics.median(values)
+    return merged
+
+
+def pair_lines(gpufleet_runs, peer_runs):
+    """One line per pair of no-op runs (site.yml's, then dev-sec's), then the median ratio."""
+    ratios = [ours["seconds"] / theirs["seconds"] for ours, theirs in zip(gpufleet_runs, peer_runs)]
+    lines = ["  pair %d: site.yml %.1fs / dev-sec %.1fs = %.2f" % (number, ours["seconds"], theirs["seconds"], ratio)
+             for number, (ours, theirs, ratio) in enumerate(zip(gpufleet_runs, peer_runs, ratios), 1)]
+    lines.append("  median of the %d pairs' ratios: %.2f (lowest %.2f, highest %.2f); the goals below take the "
+                 "median run of each" % (len(ratios), statistics.median(ratios), min(ratios), max(ratios)))
+    return lines
 
 
 def noop_variant(label, containers, env, idle):
@@ -572,8 +600,13 @@ def main(argv):
                              "on a node of its own (default: $%s)" % PEER_ENV)
     parser.add_argument("--mitogen", action="store_true",
                         help="run the 1-node no-op again under Mitogen's strategy (needs the mitogen package)")
+    parser.add_argument("--pairs", type=int, default=1,
+                        help="pairs of 1-node no-op runs (site.yml's, then dev-sec's) the goals take the median of "
+                             "(default 1; more than 1 needs a peer)")
     parser.add_argument("--keep", action="store_true", help="leave the lab running at the end")
     args = parser.parse_args(argv)
+    if args.pairs < 1:
+        parser.error("--pairs must be 1 or more")
 
     print("benchmark: %s, %d cores; sizes %s" % (os.uname().nodename, os.cpu_count(),
                                                  ",".join(map(str, args.sizes))))
@@ -589,6 +622,8 @@ def main(argv):
         peer_why_not = peer_why_not or "no 1-node run in --sizes"
     if peer_why_not:
         print("peer: dev-sec's hardening collection not measured (%s)" % peer_why_not)
+        if args.pairs > 1:
+            print("pairs: one run of the 1-node no-op only (--pairs needs the peer)")
     strategy_dir = mitogen_strategy_dir() if args.mitogen else None
     if args.mitogen and not strategy_dir:
         print("mitogen: not measured (the mitogen package is not installed for %s)" % sys.executable)
@@ -597,7 +632,7 @@ def main(argv):
     if not become_subreaper():
         print("note: cannot become the reaper of the SSH masters: their CPU is missing from the controller's")
     subprocess.check_call(LAB + ["down"], stdout=subprocess.DEVNULL)
-    figures, peer = {}, None
+    figures, peer, paired = {}, None, 1
     workdir = tempfile.mkdtemp(prefix="gpufleet-benchmark-")
     try:
         for size in args.sizes:
@@ -629,10 +664,19 @@ def main(argv):
                                        idle)
                 print(ratio_line("Mitogen / plain SSH", mitogen, figures[1]))
             if size == 1 and peer_path:
-                peer = run_peer(workdir, peer_path)
+                peer, peer_noop = run_peer(workdir, peer_path)
+                if args.pairs > 1:
+                    ours, theirs = [figures[1]], [peer]
+                    for number in range(2, args.pairs + 1):
+                        ours.append(noop_variant("1 node no-op, pair %d" % number, containers, {}, idle))
+                        theirs.append(peer_noop("dev-sec no-op, pair %d" % number))
+                    for line in pair_lines(ours, theirs):
+                        print(line)
+                    figures[1], peer, paired = median_figures(ours), median_figures(theirs), args.pairs
 
         print()
-        print("goals (ratios from this run):")
+        print("goals (ratios from this run%s):"
+              % (", the 1-node figures the median of %d runs each" % paired if paired > 1 else ""))
         print(peer_ratio_line(figures[1]["seconds"] if 1 in figures else None,
                               peer["seconds"] if peer else None, why_not=peer_why_not))
         print(per_node_goal_line("controller CPU per node per no-op run",

@@ -192,3 +192,25 @@ def test_ratio_line_compares_two_runs_of_the_same_benchmark():
     assert line == " " * 30 + " Mitogen / plain SSH, same run: wall 0.57, controller CPU 0.83"
     assert benchmark.ratio_line("x", {"seconds": 1.0, "controller": 5.0},
                                 {"seconds": 2.0, "controller": 0.0}).endswith("controller CPU 0.00")
+
+
+def test_median_figures_take_each_figure_s_median_and_keep_none():
+    runs = [{"seconds": 30.8, "controller": 17.2, "nodes_per_node": 14.6},
+            {"seconds": 28.6, "controller": 16.1, "nodes_per_node": None},
+            {"seconds": 29.0, "controller": 16.5, "nodes_per_node": 14.0}]
+    assert benchmark.median_figures(runs) == {"seconds": 29.0, "controller": 16.5, "nodes_per_node": None}
+    assert benchmark.median_figures(runs[:1]) == runs[0]
+
+
+def test_pair_lines_give_each_pair_and_the_median_ratio():
+    ours = [{"seconds": 30.8}, {"seconds": 28.6}, {"seconds": 29.0}]
+    theirs = [{"seconds": 50.1}, {"seconds": 56.8}, {"seconds": 50.0}]
+    lines = benchmark.pair_lines(ours, theirs)
+    assert lines[0] == "  pair 1: site.yml 30.8s / dev-sec 50.1s = 0.61"
+    assert lines[1] == "  pair 2: site.yml 28.6s / dev-sec 56.8s = 0.50"
+    assert lines[3].startswith("  median of the 3 pairs' ratios: 0.58 (lowest 0.50, highest 0.61)")
+
+
+def test_pairs_must_be_one_or_more():
+    with pytest.raises(SystemExit):
+        benchmark.main(["--pairs", "0"])
