@@ -142,13 +142,9 @@ def main():
         line=dict(type="str", default="{key}={value}"),
     )
     module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path"),
-            settings=dict(type="dict"),
-            regexp=dict(type="str", default="^{key}="),
-            line=dict(type="str", default="{key}={value}"),
-            files=dict(type="list", elements="dict", options=file_options),
-        ),
+        # One file's options, at the top with path and settings not required (files may stand instead).
+        argument_spec=dict(file_options, path=dict(type="path"), settings=dict(type="dict"),
+                           files=dict(type="list", elements="dict", options=file_options)),
         mutually_exclusive=[("path", "files"), ("settings", "files")],
         required_one_of=[("path", "files")],
         required_together=[("path", "settings")],
