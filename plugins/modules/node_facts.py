@@ -164,12 +164,13 @@ def gather(root, os_release_path, mokutil_output=None, uname=None):
 
 
 def read_packages(module, root):
-    """(packages dict or None, warning or None): dpkg's status file when there is one, else rpm -qa."""
+    """(packages dict or None, warning or None, lists age or None): dpkg's status file when there is one (with
+    the age of apt's package lists), else rpm -qa."""
     status = sysfs._path(root, "var/lib/dpkg/status")
     if os.path.isfile(status):
         # Read here rather than with sysfs.read_text: a stray non-UTF-8 byte in a description must not lose the list.
         with io.open(status, "r", encoding="utf-8", errors="replace") as handle:
-            return installed_packages.parse_dpkg_status(handle.read()), None
+            return installed_packages.parse_dpkg_status(handle.read()), None, package_lists_age(root)
     rpm = module.get_bin_path("rpm")
     if rpm:
         command = [rpm, "-qa", "--queryformat", installed_packages.RPM_QUERYFORMAT]
@@ -177,9 +178,9 @@ def read_packages(module, root):
             command[1:1] = ["--root", root]
         rc, out, err = module.run_command(command, environ_update={"LANGUAGE": "C", "LC_ALL": "C"})
         if rc == 0:
-            return installed_packages.parse_rpm_qa(out), None
-        return None, "rpm -qa failed (rc %d: %s): packages not read" % (rc, (err or out).strip())
-    return None, "neither %s nor rpm found: packages not read" % status
+            return installed_packages.parse_rpm_qa(out), None, None
+        return None, "rpm -qa failed (rc %d: %s): packages not read" % (rc, (err or out).strip()), None
+    return None, "neither %s nor rpm found: packages not read" % status, None
 
 
 # Where apt's cache_valid_time looks (ansible.builtin.apt: get_cache_mtime), in that order.
@@ -221,9 +222,7 @@ def main():
     result = dict(changed=False, ansible_facts={"gpufleet_node": facts})
     if module.params["packages"]:
         # A return value, never a fact: roles use this run's list only (preflight keeps it with set_fact).
-        result["packages"], warning = read_packages(module, root)
-        result["package_lists_age"] = (package_lists_age(root)
-                                       if os.path.isfile(sysfs._path(root, "var/lib/dpkg/status")) else None)
+        result["packages"], warning, result["package_lists_age"] = read_packages(module, root)
         if warning:
             module.warn(warning + "; every install task asks the package manager")
     module.exit_json(**result)
