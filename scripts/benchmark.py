@@ -13,6 +13,8 @@ sysctl on a shared node):
     GPUFLEET_PEER_DEVSEC environment variable): converged once, not timed, then its no-op run timed. Without a
     peer the comparison is reported as not measured, and the rest still runs;
   - site.yml's no-op again without the gpufleet.cluster.preload callback that ansible.cfg enables, and the ratio;
+  - site.yml's no-op again with its modules on the node's own Python instead of preflight's module interpreter
+    (ansible_python_interpreter given as an extra variable, which wins over preflight's set_fact), and the ratio;
   - with --mitogen, site.yml's no-op again under Mitogen's strategy (a documented option, never the default);
   - with --pairs N (and a peer), N - 1 more pairs of the two no-op runs, site.yml's then dev-sec's, each pair's
     ratio printed; the 1-node goals then take the median of the N runs of each (one run's spread, 10 to 20 % on a
@@ -58,6 +60,8 @@ RECHECK_WINDOW = 15 * 60  # seconds: a drift re-check of the whole fleet every 1
 
 # The 1-node no-op is run once more with this environment: gpufleet.cluster.preload (ansible.cfg) off.
 NO_PRELOAD_ENV = {"ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.timer"}
+# The 1-node no-op is run once more with these arguments: modules on the lab inventory's Python, not preflight's.
+NODE_PYTHON_ARGS = ("-e", "ansible_python_interpreter=/usr/bin/python3")
 PEER_ENV = "GPUFLEET_PEER_DEVSEC"
 PEER_CONTAINER = "gpufleet-lab-peer"
 PEER_HOST = "lab-peer"
@@ -578,17 +582,22 @@ def pair_lines(gpufleet_runs, peer_runs):
     return lines
 
 
-def noop_variant(label, containers, env, idle):
-    """The 1-node no-op of site.yml once more with ``env`` added, summarized; returns its figures."""
-    run = run_events("site.yml", nodes=containers, env=env)
+def noop_variant(label, containers, env, idle, *extra):
+    """The 1-node no-op of site.yml once more with ``env`` added (and ``extra`` arguments), summarized; returns its
+    figures."""
+    run = run_events("site.yml", *extra, nodes=containers, env=env)
     return summarize(label, run["seconds"], task_rows(run["events"]), run["controller"], run["nodes"], 1, idle)
 
 
 def ratio_line(what, numerator, denominator):
-    """Wall time and controller CPU of one run's figures over another's, for the same-run comparisons."""
-    return "%-30s %s, same run: wall %.2f, controller CPU %.2f" % (
+    """Wall time, controller CPU and (where both runs have it) node CPU of one run's figures over another's, for the
+    same-run comparisons."""
+    line = "%-30s %s, same run: wall %.2f, controller CPU %.2f" % (
         "", what, numerator["seconds"] / denominator["seconds"],
         numerator["controller"] / denominator["controller"] if denominator["controller"] else 0)
+    if numerator.get("nodes_per_node") is not None and denominator.get("nodes_per_node"):
+        line += ", node CPU %.2f" % (numerator["nodes_per_node"] / denominator["nodes_per_node"])
+    return line
 
 
 def main(argv):
@@ -659,6 +668,8 @@ def main(argv):
                 # time, takes its place: callbacks_enabled cannot be emptied from the environment).
                 unloaded = noop_variant("1 node no-op without preload", containers, NO_PRELOAD_ENV, idle)
                 print(ratio_line("with / without the preload callback", figures[1], unloaded))
+                own = noop_variant("1 node no-op, node's own Python", containers, {}, idle, *NODE_PYTHON_ARGS)
+                print(ratio_line("module cache / node's own Python", figures[1], own))
             if size == 1 and strategy_dir:
                 mitogen = noop_variant("1 node no-op under Mitogen", containers, mitogen_env(workdir, strategy_dir),
                                        idle)

@@ -192,6 +192,10 @@ def test_ratio_line_compares_two_runs_of_the_same_benchmark():
     assert line == " " * 30 + " Mitogen / plain SSH, same run: wall 0.57, controller CPU 0.83"
     assert benchmark.ratio_line("x", {"seconds": 1.0, "controller": 5.0},
                                 {"seconds": 2.0, "controller": 0.0}).endswith("controller CPU 0.00")
+    line = benchmark.ratio_line("module cache / node's own Python",
+                                {"seconds": 34.2, "controller": 24.1, "nodes_per_node": 13.1},
+                                {"seconds": 41.3, "controller": 24.1, "nodes_per_node": 20.8})
+    assert line.endswith("same run: wall 0.83, controller CPU 1.00, node CPU 0.63")
 
 
 def test_median_figures_take_each_figure_s_median_and_keep_none():
