@@ -5,11 +5,14 @@ layout is the kernel's (Documentation/ABI/testing/sysfs-bus-pci): one directory 
 `vendor`, `device`, `class`, `numa_node`, and a `driver` symlink.
 """
 import os
+import sys
 
 import pytest
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import sysfs
 from ansible_collections.gpufleet.cluster.plugins.modules import node_facts
+
+from module_harness import patch_module, run_main
 
 DEBIAN_13 = """PRETTY_NAME="Debian GNU/Linux 13 (trixie)"
 NAME="Debian GNU/Linux"
@@ -199,3 +202,17 @@ def test_captured_h200_vm_tree(tmp_path):
     assert facts["gpus_turing_or_newer"] is True
     assert facts["nvswitch"] is False
     assert facts["hca_count"] == 0
+
+
+def test_module_names_the_python_it_runs_with(tmp_path, monkeypatch):
+    """preflight writes its module interpreter for this Python (its first line), so the module must name it."""
+    def no_commands(module, args, **kwargs):
+        raise AssertionError("no command runs with use_mokutil off: %s" % args)
+
+    patch_module(monkeypatch, no_commands)
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "os-release").write_text(DEBIAN_13)
+    result = run_main(node_facts.main, dict(root=str(tmp_path), use_mokutil=False))
+    assert result["python_executable"] == sys.executable and os.path.isabs(result["python_executable"])
+    assert result["ansible_facts"]["gpufleet_node"]["os"]["id"] == "debian"
+    assert "packages" not in result
