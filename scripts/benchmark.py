@@ -668,7 +668,7 @@ def main(argv):
                 # time, takes its place: callbacks_enabled cannot be emptied from the environment).
                 unloaded = noop_variant("1 node no-op without preload", containers, NO_PRELOAD_ENV, idle)
                 print(ratio_line("with / without the preload callback", figures[1], unloaded))
-                own = noop_variant("1 node no-op, node's own Python", containers, {}, idle, *NODE_PYTHON_ARGS)
+                own = noop_variant("1 node no-op, plain python3", containers, {}, idle, *NODE_PYTHON_ARGS)
                 print(ratio_line("module cache / node's own Python", figures[1], own))
             if size == 1 and strategy_dir:
                 mitogen = noop_variant("1 node no-op under Mitogen", containers, mitogen_env(workdir, strategy_dir),
