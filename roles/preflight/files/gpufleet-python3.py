@@ -11,6 +11,10 @@ once and keeps the code in a cache of the user it runs as, keyed by the SHA-256 
 number, the file's path inside the zip and its source: the same source always gives the same code, a changed source
 is a new key, so nothing can be served stale.
 
+The hook works through zipimport's find_spec and exec_module, which Python has had since 3.10 (Debian 12's 3.11 and
+13's 3.13 are tested); an older Python imports through zipimport's own load_module, as python3 does, without the
+cache.
+
 The cache is used only when it is safe to read: the directory CACHE_ROOT/<uid> must belong to the user it runs as,
 with no access for group or others, under a CACHE_ROOT that belongs to root and that nobody else can write; every
 entry must belong to that user and be writable by nobody else. Otherwise (or on any error) it imports as Python
