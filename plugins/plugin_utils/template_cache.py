@@ -20,10 +20,9 @@ the template is compiled again and the entry replaced. Those lookups are the one
 Nothing else is kept: a template that fails to compile is compiled again each time, so its error is ansible-core's
 own; templates loaded by name (include, import) and ansible-core's template debugging go the usual way.
 
-Entries are read only from a directory of the user running Ansible that nobody else can write (the directory and
-each one above it belong to that user or root and give no write access to others, unless sticky and root's, as
-/tmp), only when the entry is a regular file of that user writable by nobody else. They are written atomically.
-Entries unused for 30 days are removed when a run starts.
+Entries are kept as private_cache keeps them: read only from a folder of the user running Ansible that nobody else
+can write, only when the entry is a regular file of that user writable by nobody else; written atomically; removed
+after 30 days unused.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -35,14 +34,13 @@ import hashlib
 import marshal
 import os
 import re
-import stat
 import sys
-import time
 
 from importlib.util import MAGIC_NUMBER
 
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import private_cache
+
 FORMAT = 1
-MAX_AGE = 30 * 24 * 3600
 # How generated code fetches a filter or test (Jinja 3.1's CodeGenerator.pull_dependencies).
 DEPENDENCY = re.compile(r"environment\.(filters|tests)\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]")
 # Settings of the environment that the lexer, the parser or the code generator read.
@@ -54,112 +52,22 @@ SETTINGS = (
 )
 
 
-def default_root():
-    """$XDG_CACHE_HOME/gpufleet/templates, else ~/.cache/gpufleet/templates."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "gpufleet", "templates")
-
-
-def _safe_above(path, uid):
-    """True when nobody but uid or root can replace path: it and every directory above belong to uid or root and
-    are not writable by others, unless root's and sticky (/tmp)."""
-    while True:
-        info = os.stat(path)
-        if info.st_uid not in (uid, 0):
-            return False
-        if info.st_mode & 0o022 and not (info.st_mode & stat.S_ISVTX and info.st_uid == 0):
-            return False
-        above = os.path.dirname(path)
-        if above == path:
-            return True
-        path = above
-
-
-def trusted_directory(path, uid=None):
-    """True when path is a directory of uid with no access for group or others that nobody else can replace."""
-    uid = os.geteuid() if uid is None else uid
-    path = os.path.abspath(path)
-    try:
-        info = os.lstat(path)
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid or info.st_mode & 0o077:
-            return False
-        return _safe_above(os.path.dirname(path), uid)
-    except OSError:
-        return False
-
-
-def make_directory(path):
-    """Create path (and what is missing above it, mode 0700) when nobody else could replace it; return it when it
-    can be trusted, else None (and nothing is created under a folder others can write)."""
-    path = os.path.abspath(path)
-    existing = path
-    while not os.path.lexists(existing):
-        existing = os.path.dirname(existing)
-    try:
-        if existing != path and not _safe_above(existing, os.geteuid()):
-            return None
-        os.makedirs(path, mode=0o700, exist_ok=True)
-    except OSError:
-        return None
-    return path if trusted_directory(path) else None
-
-
 def read_entry(directory, key):
-    """The (dependencies, code) stored under key, or None when missing, foreign, writable by others or damaged."""
-    try:
-        fd = os.open(os.path.join(directory, key), os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
+    """The (dependencies, code) stored under key, or None when missing, not to be trusted or damaged."""
+    data = private_cache.read_private(directory, key)
+    if data is None:
         return None
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
-            return None
-        with os.fdopen(fd, "rb") as handle:
-            fd = None
-            entry = marshal.loads(handle.read())
-    except (OSError, ValueError, EOFError, TypeError):
+        entry = marshal.loads(data)
+    except (ValueError, EOFError, TypeError):
         return None
-    finally:
-        if fd is not None:
-            os.close(fd)
     if not isinstance(entry, tuple) or len(entry) != 3 or entry[0] != FORMAT or not isinstance(entry[1], tuple):
         return None
     return entry[1], entry[2]
 
 
 def write_entry(directory, key, dependencies, code):
-    """Store an entry atomically (a temporary file renamed into place); on failure nothing is left behind."""
-    temp = os.path.join(directory, ".%s.%d" % (key, os.getpid()))
-    try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(marshal.dumps((FORMAT, dependencies, code)))
-        os.replace(temp, os.path.join(directory, key))
-    except (OSError, ValueError):
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-
-
-def prune(directory, max_age=MAX_AGE, now=None):
-    """Remove entries (and temporary files left by a killed worker) not used for max_age seconds; return how many."""
-    now = time.time() if now is None else now
-    removed = 0
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return 0
-    for name in names:
-        path = os.path.join(directory, name)
-        try:
-            info = os.lstat(path)
-            if stat.S_ISREG(info.st_mode) and now - info.st_mtime > max_age:
-                os.unlink(path)
-                removed += 1
-        except OSError:
-            pass
-    return removed
+    private_cache.write_private(directory, key, marshal.dumps((FORMAT, dependencies, code)))
 
 
 def pass_arg(mapping, name):
@@ -266,11 +174,11 @@ def install(root=None):
         return None
     directory = None
     if root != "":
-        base = os.path.join(root or default_root(), "v%d-%s" % (FORMAT, hashlib.sha256(
+        base = os.path.join(root or private_cache.default_root("templates"), "v%d-%s" % (FORMAT, hashlib.sha256(
             versions().encode()).hexdigest()[:16]))
-        directory = make_directory(base)
+        directory = private_cache.make_directory(base)
         if directory:
-            prune(directory)
+            private_cache.prune(directory)
     cache = TemplateCache(directory, versions())
     _saved[:] = [(name, AnsibleEnvironment.__dict__.get(name)) for name in ("compile", "compile_expression")]
     original_compile = AnsibleEnvironment.compile

@@ -18,7 +18,7 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 from ansible._internal._templating._jinja_bits import AnsibleEnvironment, _TemplateCompileContext
-from ansible_collections.gpufleet.cluster.plugins.plugin_utils import template_cache
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import private_cache, template_cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONDITIONS = ("when", "that", "failed_when", "changed_when", "until")
@@ -80,7 +80,7 @@ from ansible.plugins.loader import init_plugin_loader
 init_plugin_loader([sys.argv[1]])
 sys.path.insert(0, sys.argv[2])
 import test_template_cache as t
-from ansible_collections.gpufleet.cluster.plugins.plugin_utils import template_cache
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import private_cache, template_cache
 corpus = t.project_templates()
 environment = t.AnsibleEnvironment()
 plain = [t.compile_one(environment, kind, source) for kind, source in corpus]
@@ -250,12 +250,12 @@ def test_a_directory_under_a_folder_others_can_write_is_not_used(tmp_path):
     shared = tmp_path / "shared"
     shared.mkdir()
     os.chmod(str(shared), 0o777)
-    assert template_cache.make_directory(str(shared / "cache")) is None
+    assert private_cache.make_directory(str(shared / "cache")) is None
     os.chmod(str(shared), 0o1777)  # sticky, but not root's: someone else's /tmp
     if os.geteuid() == 0:
-        assert template_cache.make_directory(str(shared / "cache")) is not None  # root's sticky folder, like /tmp
+        assert private_cache.make_directory(str(shared / "cache")) is not None  # root's sticky folder, like /tmp
     os.chmod(str(shared), 0o755)
-    assert template_cache.make_directory(str(shared / "cache")) is not None
+    assert private_cache.make_directory(str(shared / "cache")) is not None
 
 
 def test_entries_unused_for_thirty_days_are_pruned(tmp_path):
@@ -266,7 +266,7 @@ def test_entries_unused_for_thirty_days_are_pruned(tmp_path):
         path.write_bytes(b"")
         stamp = 1_000_000_000 - age * 24 * 3600
         os.utime(str(path), (stamp, stamp))
-    assert template_cache.prune(str(directory), now=1_000_000_000) == 1
+    assert private_cache.prune(str(directory), now=1_000_000_000) == 1
     assert os.listdir(str(directory)) == ["new"]
 
 
