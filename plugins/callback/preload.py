@@ -46,6 +46,9 @@ description:
     the same places is handed to ansible-core as if the run had built it. The folder is chosen by ansible-core and
     Python versions and the collection paths; the cache stays off when module_utils folders of one's own are
     configured. The same rules as for templates keep other users' files out.
+  - ansible-core looks up each task's role by the real path of the role's folder, resolving it again (C(realpath),
+    one C(lstat) per path component) about 35 times per task result in C(ansible-playbook) itself. The callback
+    remembers each role folder's real path for the run.
   - It prints nothing. If loading fails, it warns and the run goes on as without it.
   - Enabled in the project's C(ansible.cfg) with C(callbacks_enabled = gpufleet.cluster.preload).
 author:
@@ -135,6 +138,33 @@ def preload():
     return loaded
 
 
+def remember_role_paths():
+    """Resolve each role folder's real path once per run (ansible-core's Role.get_role_path resolves it on every
+    call); returns the memo, or None when this ansible-core's Role has no get_role_path."""
+    import os
+
+    from ansible.playbook.role import Role
+
+    original = Role.__dict__.get("get_role_path")
+    if original is None:
+        return None
+    if getattr(original, "gpufleet_memo", None) is not None:
+        return original.gpufleet_memo
+    memo = {}
+
+    def get_role_path(self):
+        path = self._role_path
+        real = memo.get(path)
+        if real is None:
+            real = memo[path] = os.path.realpath(path)
+        return real
+
+    get_role_path.gpufleet_memo = memo
+    get_role_path.gpufleet_original = original
+    Role.get_role_path = get_role_path
+    return memo
+
+
 def freeze_heap():
     """Collect the garbage of this process's heap, then freeze what is left so that the workers forked from it
     leave those objects (and their pages) alone; the objects frozen at the play before are collected again first."""
@@ -161,6 +191,10 @@ class CallbackModule(CallbackBase):
 
     def v2_playbook_on_start(self, playbook):
         self._payloads = None
+        try:
+            remember_role_paths()
+        except Exception as exc:  # pylint: disable=broad-except
+            self._display.warning("gpufleet.cluster.preload could not remember the role paths (%s)" % exc)
         if self.get_option("module_payload_cache"):
             try:
                 self._payloads = module_payload_cache.install(self.get_option("module_payload_cache_dir"))

@@ -122,3 +122,26 @@ def test_each_play_start_freezes_the_heap(monkeypatch):
     callback.v2_playbook_on_play_start(object())
     callback.v2_playbook_on_play_start(object())
     assert calls == ["freeze", "freeze"]
+
+
+def test_role_paths_are_resolved_once_and_resolve_as_ansible_core_does(tmp_path, monkeypatch):
+    from ansible.playbook.role import Role
+    from ansible_collections.gpufleet.cluster.plugins.callback import preload
+
+    original = Role.__dict__["get_role_path"]
+    real = tmp_path / "roles" / "real"
+    real.mkdir(parents=True)
+    (tmp_path / "linked").symlink_to(real)
+    role = Role.__new__(Role)
+    role._role_path = str(tmp_path / "linked")
+    expected = original(role)
+    assert expected == str(real)
+    try:
+        memo = preload.remember_role_paths()
+        assert preload.remember_role_paths() is memo  # once per process
+        assert role.get_role_path() == expected
+        calls = []
+        monkeypatch.setattr(os.path, "realpath", lambda path: calls.append(path) or path)
+        assert role.get_role_path() == expected and calls == []  # remembered, not resolved again
+    finally:
+        Role.get_role_path = original
