@@ -235,5 +235,81 @@ def uninstall():
     AnsibleEnvironment._gpufleet_template_cache = None
 
 
+def share_plugin_lookups(warm=True):
+    """Look each filter and test name up once per process instead of once per template environment.
+
+    ansible-core gives every Templar a new environment whose filter and test maps (JinjaPluginIntercept) start empty,
+    so a worker looks a name up again for each template; a name that is Jinja's own (default, join, length, defined)
+    is first searched through every filter file of ansible.builtin. The functions found do not depend on the
+    environment (ansible-core wraps each the same way), so the first lookup of a name in the process is kept for
+    the others, until the plugin loader's caches are cleared (a new plugin folder), which starts the memo again. A
+    name set on one environment (env.filters[name] = f) still wins there. With warm, the names ansible-core and
+    Jinja define are looked up now, in ansible-playbook, so that every worker forked later inherits them.
+
+    Returns the memo ({loader type: (loader cache, {name: function or None})}), or None when this ansible-core's
+    JinjaPluginIntercept is not one this knows."""
+    try:
+        from ansible._internal._templating._errors import AnsibleTemplatePluginNotFoundError
+        from ansible._internal._templating._jinja_bits import AnsibleEnvironment
+        from ansible._internal._templating._jinja_plugins import JinjaPluginIntercept
+    except ImportError:
+        return None
+    current = JinjaPluginIntercept.__dict__.get("__getitem__")
+    if getattr(current, "gpufleet_memo", None) is not None:
+        return current.gpufleet_memo
+    if current is None or not hasattr(JinjaPluginIntercept, "_wrap_and_set_func"):
+        return None
+    memo = {}
+
+    def __getitem__(self, key):
+        func = self._wrapped_funcs.get(key)
+        if func is not None:
+            return func
+        loader = self._plugin_loader
+        marker = getattr(loader, "_cached_non_collection_wrappers", None)
+        entry = memo.get(loader.type)
+        if entry is None or entry[0] is not marker:
+            entry = memo[loader.type] = (marker, {})
+        known = entry[1]
+        if key in known:
+            func = known[key]
+            if func is None:
+                raise AnsibleTemplatePluginNotFoundError(loader.type, key)
+            self._wrapped_funcs[key] = func
+            return func
+        try:
+            func = current(self, key)
+        except AnsibleTemplatePluginNotFoundError:
+            known[key] = None
+            raise
+        known[key] = func
+        return func
+
+    __getitem__.gpufleet_memo = memo
+    __getitem__.gpufleet_original = current
+    JinjaPluginIntercept.__getitem__ = __getitem__
+    if warm:
+        import jinja2.defaults
+
+        environment = AnsibleEnvironment()
+        for mapping, names in ((environment.filters, jinja2.defaults.DEFAULT_FILTERS),
+                               (environment.tests, jinja2.defaults.DEFAULT_TESTS)):
+            loader = mapping._plugin_loader
+            names = set(names) | set(getattr(loader, "_cached_non_collection_wrappers", None) or ())
+            for name in sorted(names):
+                mapping.get(name)
+    return memo
+
+
+def unshare_plugin_lookups():
+    """Undo share_plugin_lookups() (for tests)."""
+    from ansible._internal._templating._jinja_plugins import JinjaPluginIntercept
+
+    current = JinjaPluginIntercept.__dict__.get("__getitem__")
+    original = getattr(current, "gpufleet_original", None)
+    if original is not None:
+        JinjaPluginIntercept.__getitem__ = original
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit("a library of gpufleet.cluster's preload callback")
