@@ -36,8 +36,8 @@ description:
     Jinja's code generator; when one differs now, the template is compiled again. Entries are read only from a
     directory of the user running Ansible that nobody else can write, and only when they are that user's files
     that nobody else can write; entries unused for 30 days are removed. Templates that fail to compile are never
-    cached, so their errors are ansible-core's own. The cache knows ansible-core 2.19's templating; with another
-    ansible-core it stays off.
+    cached, so their errors are ansible-core's own. The cache hooks ansible-core 2.19's templating; with another
+    ansible-core release it stays off (as do the payload cache and the shared lookups).
   - With O(template_cache), each filter and test name is also looked up once per process rather than once per
     template. ansible-core gives every template a new environment whose filter and test maps start empty, and a
     name that is Jinja's own (C(default), C(length), C(defined)) is first searched through every filter file of

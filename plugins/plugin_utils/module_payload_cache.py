@@ -227,7 +227,7 @@ def install(root=None):
         from ansible.executor.module_common import _CachedModule, _MODULE_UTILS_PATH  # noqa: F401 pylint: disable=unused-import
     except ImportError:
         return None
-    if own_module_utils_paths():
+    if not private_cache.core_is_known() or own_module_utils_paths():
         return None
     base = os.path.join(root or private_cache.default_root("payloads"),
                         "v%d-%s" % (FORMAT, hashlib.sha256(context().encode()).hexdigest()[:16]))

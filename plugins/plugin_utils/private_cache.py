@@ -19,6 +19,15 @@ import stat
 import time
 
 MAX_AGE = 30 * 24 * 3600
+# The ansible-core releases whose internals the preload callback's caches hook (tested: 2.19.14); with any other
+# they stay off.
+KNOWN_CORE = ("2.19.",)
+
+
+def core_is_known():
+    from ansible.release import __version__
+
+    return __version__.startswith(KNOWN_CORE)
 
 
 def default_root(name):

@@ -168,6 +168,8 @@ def install(root=None):
         return None
     if getattr(AnsibleEnvironment, "_gpufleet_template_cache", None) is not None:
         return AnsibleEnvironment._gpufleet_template_cache
+    if not private_cache.core_is_known():
+        return None
     if not all(hasattr(AnsibleEnvironment, name) for name in ("compile", "compile_expression", "_parse",
                                                               "_generate", "_compile",
                                                               "_debuggable_template_source")):
@@ -257,6 +259,8 @@ def share_plugin_lookups(warm=True):
     current = JinjaPluginIntercept.__dict__.get("__getitem__")
     if getattr(current, "gpufleet_memo", None) is not None:
         return current.gpufleet_memo
+    if not private_cache.core_is_known():
+        return None
     if current is None or not hasattr(JinjaPluginIntercept, "_wrap_and_set_func"):
         return None
     memo = {}
