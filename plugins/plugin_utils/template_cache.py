@@ -174,14 +174,14 @@ def install(root=None):
                                                               "_generate", "_compile",
                                                               "_debuggable_template_source")):
         return None
-    directory = None
+    directory, stamp = None, versions()
     if root != "":
         base = os.path.join(root or private_cache.default_root("templates"), "v%d-%s" % (FORMAT, hashlib.sha256(
-            versions().encode()).hexdigest()[:16]))
+            stamp.encode()).hexdigest()[:16]))
         directory = private_cache.make_directory(base)
         if directory:
             private_cache.prune(directory)
-    cache = TemplateCache(directory, versions())
+    cache = TemplateCache(directory, stamp)
     _saved[:] = [(name, AnsibleEnvironment.__dict__.get(name)) for name in ("compile", "compile_expression")]
     original_compile = AnsibleEnvironment.compile
     original_expression = AnsibleEnvironment.compile_expression

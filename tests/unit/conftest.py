@@ -10,6 +10,18 @@ if COLLECTIONS not in sys.path:
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 
 
+def yaml_strings(value, key=None):
+    """(key, string) for every string in a loaded YAML tree; an item of a list has its list's key."""
+    if isinstance(value, str):
+        yield key, value
+    elif isinstance(value, dict):
+        for inner_key, inner in value.items():
+            yield from yaml_strings(inner, inner_key)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from yaml_strings(inner, key)
+
+
 def fixture_parts(subdir, name):
     """(header lines, body) of tests/fixtures/<subdir>/<name>: '# ' lines naming the source, a '---' line, then the
     output exactly as it was captured or published. A fixture without that header fails the test that reads it."""

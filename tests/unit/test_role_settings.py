@@ -10,8 +10,8 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 
 from ansible_collections.gpufleet.cluster.plugins.lookup import setting
+from conftest import ROOT, yaml_strings
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROLES = sorted(entry for entry in os.listdir(os.path.join(ROOT, "roles"))
                if os.path.isdir(os.path.join(ROOT, "roles", entry)))
 THROUGH_LOOKUP = re.compile(r"""(lookup|query)\(\s*['"]gpufleet\.cluster\.setting['"]\s*,\s*['"][a-z0-9_]+['"]\s*\)""")
@@ -36,17 +36,11 @@ def load(*parts):
         return yaml.safe_load(handle) or {}
 
 
-def expressions(value, key=None):
+def expressions(value):
     """Jinja in a YAML value: templated strings, and conditions (bare expressions)."""
-    if isinstance(value, str):
-        if "{{" in value or "{%" in value or key in CONDITIONS:
-            yield value
-    elif isinstance(value, dict):
-        for inner_key, inner in value.items():
-            yield from expressions(inner, inner_key)
-    elif isinstance(value, list):
-        for inner in value:
-            yield from expressions(inner, key)
+    for key, text in yaml_strings(value):
+        if "{{" in text or "{%" in text or key in CONDITIONS:
+            yield text
 
 
 def foreign_names(role, texts):

@@ -19,23 +19,17 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 from ansible._internal._templating._jinja_bits import AnsibleEnvironment, _TemplateCompileContext
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils import private_cache, template_cache
+from conftest import ROOT, yaml_strings
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONDITIONS = ("when", "that", "failed_when", "changed_when", "until")
 
 
-def _walk(node, key=None):
-    if isinstance(node, dict):
-        for name, value in node.items():
-            yield from _walk(value, name)
-    elif isinstance(node, list):
-        for value in node:
-            yield from _walk(value, key)
-    elif isinstance(node, str):
-        if key in CONDITIONS and "{{" not in node:
-            yield "expression", node
-        elif "{{" in node or "{%" in node:
-            yield "template", node
+def _walk(document):
+    for key, text in yaml_strings(document):
+        if key in CONDITIONS and "{{" not in text:
+            yield "expression", text
+        elif "{{" in text or "{%" in text:
+            yield "template", text
 
 
 def project_templates():
