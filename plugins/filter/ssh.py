@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
-"""Filters for the SSH roles; the work is done in module_utils/ssh_policy.py (pure functions).
+"""Filters for the SSH roles; the work is done in module_utils/ssh_policy.py (pure functions) and, for the key pair
+on the controller, plugin_utils/ssh_keypair.py.
 
 Each filter's documentation is plugins/filter/<filter name>.yml (ansible-doc -t filter gpufleet.cluster.<name>).
 This file carries no DOCUMENTATION: ansible-doc would show it for every filter here.
@@ -13,6 +14,7 @@ __metaclass__ = type
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_own_addresses
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors import as_filter
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.ssh_keypair import keypair_drift
 from ansible_collections.gpufleet.cluster.plugins.module_utils.ssh_policy import (
     addresses_in_networks,
     cluster_known_hosts,
@@ -51,4 +53,5 @@ class FilterModule(object):
             "cluster_known_hosts": _cluster_known_hosts,
             "ssh_host_key": _ssh_host_key,
             "hosts_without_address": _hosts_without_address,
+            "ssh_keypair_drift": keypair_drift,
         }

@@ -4,16 +4,20 @@
 """What gpufleet.cluster.managed_files checks and compares, without Ansible: the task's item list (files, directories
 and paths to remove), the state of one destination, and the diff entry of a changed file.
 
-Shared by the managed_files action plugin (which checks the list before rendering) and the module (which checks it
-again on the node, plans and writes).
+Shared by the managed_files action plugin (which checks the list before rendering, and on the controller itself
+finds whether a set of controller files is already as asked) and the module (which checks it again on the node,
+plans and writes).
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import base64
+import grp
 import hashlib
 import os
+import pwd
 import re
 import stat
 
@@ -39,6 +43,13 @@ _SYMBOLIC_CLAUSE = re.compile(r"^[ugoa]*(?:[-+=](?:[rwxXst]*|[ugo]))+$")
 def checksum(data):
     """sha1 of bytes, the checksum ansible.builtin.copy and template report."""
     return hashlib.sha1(data).hexdigest()
+
+
+def wanted_bytes(item):
+    """The bytes a rendered file item asks for: content_base64 decoded, or content as UTF-8."""
+    if item.get("content_base64") is not None:
+        return base64.b64decode(item["content_base64"])
+    return item["content"].encode("utf-8", "surrogateescape")
 
 
 def mode_problem(mode):
@@ -194,3 +205,80 @@ def content_diff(dest, state, data, show=True):
         before = "(content hidden: diff is false for this file)\n"
     after = _shown(data, dest) if show else "(new content hidden: diff is false for this file)\n"
     return dict(before=before, after=after, before_header=dest, after_header=dest)
+
+
+def _wanted_id(value, by_name):
+    """A uid or gid as ansible.builtin.file reads owner and group (digits are the number itself); None when the
+    name is unknown."""
+    if str(value).isdigit():
+        return int(value)
+    try:
+        return by_name(value)
+    except KeyError:
+        return None
+
+
+def attributes_as_asked(path, owner, group, mode):
+    """True when path (not followed) has the owner, group and octal mode asked for; None asked means any. A
+    symbolic mode or an unknown name is never counted as matching (only the module may judge those)."""
+    path_stat = os.lstat(path)
+    if owner is not None and _wanted_id(owner, lambda name: pwd.getpwnam(name).pw_uid) != path_stat.st_uid:
+        return False
+    if group is not None and _wanted_id(group, lambda name: grp.getgrnam(name).gr_gid) != path_stat.st_gid:
+        return False
+    if mode is not None:
+        if isinstance(mode, bool):
+            return False
+        if not isinstance(mode, int):
+            if not re.match(r"^0?[0-7]{1,4}$", str(mode)):
+                return False
+            mode = int(str(mode), 8)
+        if stat.S_IMODE(path_stat.st_mode) != mode:
+            return False
+    return True
+
+
+def settled(files):
+    """The module's per-item results when every rendered item of files is already as asked on this machine, read
+    without changing anything; None when any item would change or needs the module's own judgement.
+
+    Used by the action plugin when the module would run on the controller itself, as the same user: a run that
+    changes nothing then costs no module process. Stricter than the module, never looser: a file must be a regular
+    file (not a link) with exactly the wanted bytes, a directory a real directory (not a link to one), an absent
+    path absent, every parent there, owner, group and mode equal (symbolic modes, unknown names, ~ and $ in paths
+    go to the module). Any doubt returns None, and the module decides.
+    """
+    results = []
+    for item in files:
+        state = item.get("state") or "file"
+        dest = item.get("dest")
+        if not isinstance(dest, str) or not os.path.isabs(dest) or "~" in dest or "$" in dest:
+            return None
+        if item.get("diff") not in (None, True, False) or item.get("src") is not None or item.get("copy") is not None:
+            return None
+        if state != "file":
+            dest = os.path.normpath(dest)
+        try:
+            if state == "absent":
+                if os.path.lexists(dest):
+                    return None
+                result = dict(dest=dest, state=state)
+            else:
+                if dir_missing(dest) or os.path.islink(dest):
+                    return None
+                if state == "directory":
+                    if not os.path.isdir(dest):
+                        return None
+                    result = dict(dest=dest, state=state)
+                else:
+                    found = inspect(dest, wanted_bytes(item))
+                    if found["content_changed"] or found["is_dir"]:
+                        return None
+                    result = dict(dest=dest, state=state, checksum=found["checksum"])
+                if not attributes_as_asked(dest, item.get("owner"), item.get("group"), item.get("mode")):
+                    return None
+        except (IOError, OSError, TypeError, ValueError):
+            return None
+        result["changed"] = False
+        results.append(result)
+    return results

@@ -37,6 +37,10 @@ description:
     removed. The content of a file with O(files[].diff=false) never appears in the output; its entry says it is
     hidden.
   - Contents are not logged on the node and never come back in the results (C(invocation) shows them masked).
+  - A task that runs on the controller itself (connection C(local), no become, as with C(delegate_to=localhost) and
+    C(become=false)) is read by the action plugin first, in its own process. When every item is already as asked,
+    it returns the same per-item results without starting the module, with C(msg) saying so. Whatever would change
+    and whatever it cannot judge for certain (a link, a symbolic mode, an unknown owner) goes to the module.
   - Hand-written rather than M(ansible.builtin.template) or M(ansible.builtin.copy), which cost two module calls per
     file on a run that changes nothing (a stat, then the file module for the attributes), and
     M(ansible.builtin.file), one per directory or removed path; neither ansible-core nor the collections of the
@@ -228,6 +232,11 @@ changed_files:
   type: list
   elements: str
   sample: [/etc/fail2ban/jail.local]
+msg:
+  description: Says that the action plugin found every item as asked on the controller and ran no module.
+  returned: when the task runs on the controller itself and nothing differs
+  type: str
+  sample: every item is as asked (read on the controller; no module run)
 diff:
   description:
     - Diff mode only. One entry per content change and per attribute change (C(before) and C(after) are then
@@ -240,7 +249,6 @@ diff:
             "after_header": "/etc/fail2ban/jail.local"}]
 """
 
-import base64
 import grp
 import os
 import pwd
@@ -257,6 +265,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.managed_files imp
     item_problems,
     path_kind,
     state_diff,
+    wanted_bytes,
 )
 
 HIDDEN = "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
@@ -337,12 +346,6 @@ def attribute_problems(item):
         except KeyError:
             problems.append("%s: no such group %s" % (item["dest"], group))
     return problems
-
-
-def wanted_bytes(item):
-    if item.get("content_base64") is not None:
-        return base64.b64decode(item["content_base64"])
-    return item["content"].encode("utf-8", "surrogateescape")
 
 
 def plan(module, files):

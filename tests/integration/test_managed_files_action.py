@@ -1,8 +1,8 @@
 """gpufleet.cluster.managed_files run for real: ansible-playbook on localhost (connection local) into a temporary
 directory, through the action plugin. Its rendering is compared byte for byte with ansible.builtin.template's on the
 same templates (a role template with an include, and the fail2ban role's jail), then a second run must change
-nothing, a check-mode run must report a drifted file without touching it, and a no-op must cost one module call for
-the whole set where ansible.builtin.template costs two per file. The set also holds a directory, files copied verbatim
+nothing, a check-mode run must report a drifted file without touching it, a repair must cost one module call for the
+whole set where ansible.builtin.template costs two per file, and a no-op on the controller none. The set also holds a directory, files copied verbatim
 from the role's files/ directory and from an absolute path (Prometheus rules with {{ $labels }}, binary bytes) and a
 path to remove."""
 import json
@@ -193,9 +193,8 @@ def test_secret_contents_never_reach_the_output(runs):
         assert "secret-value-1234" not in text, run
 
 
-def test_a_no_op_costs_one_module_call_for_the_set(runs):
-    """-vvv prints one EXEC line per module run: count them under each task of a run that changes nothing."""
-    output = playbook(runs["tmp_path"], "-vvv", callback="ansible.builtin.default")
+def module_calls(output):
+    """{task: module runs} of a -vvv run: one EXEC line per module run on localhost."""
     calls, task = {}, None
     for line in output.splitlines():
         header = re.match(r"^TASK \[(?:demo : )?(.*)\] \*+", line)
@@ -204,7 +203,26 @@ def test_a_no_op_costs_one_module_call_for_the_set(runs):
             calls[task] = 0
         elif task and line.startswith("<localhost> EXEC") and sys.executable in line:
             calls[task] += 1
-    assert "secret-value-1234" not in output
+    return calls
+
+
+def test_a_repair_costs_one_module_call_and_a_no_op_on_the_controller_none(runs):
+    """The drift the check-mode run left is repaired by one module run for the whole set. The run after it changes
+    nothing: the action plugin reads the files itself (connection local, no become) and starts no module, while
+    ansible.builtin.template still costs two per file."""
+    repair = playbook(runs["tmp_path"], "-vvv", callback="ansible.builtin.default")
+    calls = module_calls(repair)
+    assert "secret-value-1234" not in repair
     assert calls["Write the set"] == 1, calls  # seven files, a directory and a removal
     assert calls["Write nothing"] == 0, calls
     assert calls["Write the same templates with ansible.builtin.template"] == 4, calls  # two files: stat + file each
+    assert (runs["out"] / "managed" / "literal.conf").read_text() == "literal alpha,beta\n"
+
+    no_op = playbook(runs["tmp_path"], "-vvv", callback="ansible.builtin.default")
+    calls = module_calls(no_op)
+    assert calls["Write the set"] == 0, calls
+    assert calls["Write the same templates with ansible.builtin.template"] == 4, calls
+    assert "read on the controller; no module run" in no_op and "secret-value-1234" not in no_op
+    tasks, stats = results(playbook(runs["tmp_path"]))
+    assert stats["changed"] == 0 and tasks["Write the set"]["changed_files"] == []
+    assert [f["changed"] for f in tasks["Write the set"]["files"]] == [False] * 9

@@ -477,3 +477,96 @@ def test_content_base64_writes_the_bytes_as_they_are(node):
     assert "not UTF-8 text" in result["diff"][0]["after"]
     assert result["invocation"]["module_args"]["files"][0]["content_base64"] == "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
     assert run(items)["changed"] is False
+
+
+# settled: the action plugin's reading on the controller, which stands in for a module run only when nothing differs.
+
+def settled_set(node):
+    """A directory, a file in it, a file with an owner and group, and a path to remove: all as asked after one run."""
+    items = [{"dest": str(node / "prometheus"), "state": "directory", "mode": "0755"},
+             {"dest": str(node / "prometheus" / "targets.json"), "content": "[]\n", "mode": "0644"},
+             {"dest": str(node / "ssh" / "gpufleet.conf"), "content": "PasswordAuthentication no\n", "mode": 0o600,
+              "owner": "root", "group": "0"},
+             {"dest": str(node / "fail2ban" / "old.local"), "state": "absent"}]
+    run([dict(item) for item in items])
+    return items
+
+
+def test_settled_gives_the_module_s_own_per_item_results_when_nothing_differs(node):
+    items = settled_set(node)
+    module_result = run([dict(item) for item in items], check=True)
+    assert module_result["changed"] is False
+    assert mf.settled(items) == module_result["files"]
+
+
+def drift_content(node):
+    (node / "prometheus" / "targets.json").write_text("[{}]\n")
+
+
+def drift_file_mode(node):
+    os.chmod(str(node / "ssh" / "gpufleet.conf"), 0o644)
+
+
+def drift_directory_mode(node):
+    os.chmod(str(node / "prometheus"), 0o777)
+
+
+def drift_owner(node):
+    os.chown(str(node / "ssh" / "gpufleet.conf"), 1, -1)
+
+
+def drift_group(node):
+    os.chown(str(node / "ssh" / "gpufleet.conf"), -1, 1)
+
+
+def drift_removed_path_back(node):
+    (node / "fail2ban" / "old.local").write_text("back\n")
+
+
+def drift_file_gone(node):
+    (node / "prometheus" / "targets.json").unlink()
+
+
+def drift_file_is_a_link(node):
+    """A link to a file with the very same bytes and mode: the module replaces it by a file."""
+    target = node / "elsewhere.json"
+    target.write_text("[]\n")
+    os.chmod(str(target), 0o644)
+    (node / "prometheus" / "targets.json").unlink()
+    os.symlink(str(target), str(node / "prometheus" / "targets.json"))
+
+
+@pytest.mark.parametrize("drift", [drift_content, drift_file_mode, drift_directory_mode, drift_owner, drift_group,
+                                   drift_removed_path_back, drift_file_gone, drift_file_is_a_link])
+def test_settled_never_stands_in_for_a_run_that_would_change_something(node, drift):
+    items = settled_set(node)
+    drift(node)
+    assert run([dict(item) for item in items], check=True)["changed"] is True  # the module would change it
+    assert mf.settled(items) is None
+
+
+@pytest.mark.parametrize("change", [
+    {"mode": "u=rw,g=r,o=r"},                     # symbolic: the module's own reading
+    {"owner": "no-such-user-here"},               # the module fails on it
+    {"dest": "~/targets.json"},                   # expanded by the module
+    {"diff": "maybe"},                            # refused by the module's argument spec
+], ids=["symbolic mode", "unknown owner", "tilde", "bad diff"])
+def test_settled_leaves_what_it_cannot_judge_to_the_module(node, change):
+    items = settled_set(node)
+    items[1].update(change)
+    assert mf.settled(items) is None
+
+
+def test_settled_counts_a_link_to_a_directory_for_the_module_to_judge(node):
+    items = settled_set(node)
+    os.rename(str(node / "prometheus"), str(node / "real-prometheus"))
+    os.symlink(str(node / "real-prometheus"), str(node / "prometheus"))
+    assert mf.settled(items) is None
+
+
+def test_settled_changes_nothing(node):
+    items = settled_set(node)
+    drift_content(node)
+    before = snapshot(node)
+    assert mf.settled(items) is None and mf.settled(items[:1]) is not None
+    assert snapshot(node) == before

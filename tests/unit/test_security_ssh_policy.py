@@ -124,4 +124,5 @@ def test_addresses_in_networks():
 def test_filter_module_names():
     names = ssh_filter.FilterModule().filters()
     assert set(names) == {"sshd_effective", "ssh_kexinit", "sshd_runtime_drift", "known_hosts_lines", "addresses_in_networks",
-                          "cluster_known_hosts", "ssh_host_key", "hosts_without_address"}
+                          "cluster_known_hosts", "ssh_host_key", "hosts_without_address",
+                          "ssh_keypair_drift"}
