@@ -43,7 +43,8 @@ description:
     name that is Jinja's own (C(default), C(length), C(defined)) is first searched through every filter file of
     C(ansible.builtin). The functions do not depend on the environment; the memo starts again when the plugin
     loader's caches are cleared. The names ansible-core and Jinja define are looked up when the run starts, so
-    every worker inherits them.
+    every worker inherits them, and so does Jinja's lexer for the default template settings (ansible-core builds it
+    on first use, and a worker forked before that built its own).
   - It also keeps the module payloads (AnsiballZ) that workers build between runs (O(module_payload_cache)). The
     first use of a module in a run builds its payload from the module and every module_utils file it imports (about
     0.3 s of CPU each, about 20 in a no-op run of C(site.yml)), and ansible-core throws them away when the run
@@ -214,6 +215,7 @@ class CallbackModule(CallbackBase):
             return
         try:
             template_cache.share_plugin_lookups()
+            template_cache.warm_lexer()
             if template_cache.install(self.get_option("template_cache_dir")) is None:
                 self._display.vvv("gpufleet.cluster.preload: this ansible-core's templating is not one the template "
                                   "cache knows; templates are compiled as usual")

@@ -305,6 +305,23 @@ def share_plugin_lookups(warm=True):
     return memo
 
 
+def warm_lexer():
+    """Build Jinja's lexer for ansible-core's default template settings in this process, before the first worker
+    forks. ansible-core keeps lexers in a class-level cache but builds the default one on first use; a worker forked
+    before that builds it again (its regular expressions compiled anew), which a 1-node no-op of site.yml did in
+    about half of its workers. Returns the cache key, or None when this ansible-core is not one this knows."""
+    try:
+        from ansible._internal._templating._engine import TemplateEngine
+        from ansible._internal._templating._jinja_bits import AnsibleEnvironment, _TEMPLATE_OVERRIDE_FIELD_NAMES
+    except ImportError:
+        return None
+    if not private_cache.core_is_known() or not hasattr(AnsibleEnvironment, "_lexer_cache"):
+        return None
+    environment = TemplateEngine().environment
+    environment.lexer  # pylint: disable=pointless-statement  # the property builds and keeps it
+    return tuple(getattr(environment, name) for name in _TEMPLATE_OVERRIDE_FIELD_NAMES)
+
+
 def unshare_plugin_lookups():
     """Undo share_plugin_lookups() (for tests)."""
     from ansible._internal._templating._jinja_plugins import JinjaPluginIntercept

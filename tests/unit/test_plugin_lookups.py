@@ -73,3 +73,26 @@ def test_warming_looks_up_jinja_and_ansible_names_now():
         assert {"defined", "match"} <= set(memo["test"][1])
     finally:
         template_cache.unshare_plugin_lookups()
+
+
+def test_the_default_lexer_is_built_before_the_workers_fork(monkeypatch):
+    """After warm_lexer, a template with ansible-core's default settings builds no lexer of its own: a worker forked
+    then inherits it."""
+    from ansible._internal._templating import _jinja_bits
+    from ansible._internal._templating._engine import TemplateEngine
+    from ansible.template import trust_as_template
+
+    fresh = type(_jinja_bits.AnsibleEnvironment._lexer_cache)(50)
+    monkeypatch.setattr(_jinja_bits.AnsibleEnvironment, "_lexer_cache", fresh)
+    built = []
+    original = _jinja_bits.AnsibleLexer.__init__
+
+    def counting(self, environment):
+        built.append(environment)
+        original(self, environment)
+
+    monkeypatch.setattr(_jinja_bits.AnsibleLexer, "__init__", counting)
+    key = template_cache.warm_lexer()
+    assert len(built) == 1 and key in _jinja_bits.AnsibleEnvironment._lexer_cache
+    assert TemplateEngine(variables={"a": 1}).template(trust_as_template("{{ a + 1 }}")) == 2
+    assert len(built) == 1
