@@ -36,7 +36,9 @@ STATE_KEYS = {
     "absent": ("diff",),
 }
 
-# One clause of a symbolic mode as chmod and Ansible's file modules take it (u=rw,g=r,o=).
+# An octal mode as a string ("0644", "644"), and one clause of a symbolic mode as chmod and Ansible's file modules
+# take it (u=rw,g=r,o=).
+_OCTAL_MODE = re.compile(r"^0?[0-7]{1,4}$")
 _SYMBOLIC_CLAUSE = re.compile(r"^[ugoa]*(?:[-+=](?:[rwxXst]*|[ugo]))+$")
 
 
@@ -59,7 +61,7 @@ def mode_problem(mode):
     if isinstance(mode, int):
         return None if 0 <= mode <= 0o7777 else "mode %o is out of range" % mode
     text = str(mode)
-    if re.match(r"^0?[0-7]{1,4}$", text):
+    if _OCTAL_MODE.match(text):
         return None
     if text and all(_SYMBOLIC_CLAUSE.match(clause) for clause in text.split(",")):
         return None
@@ -207,7 +209,7 @@ def content_diff(dest, state, data, show=True):
     return dict(before=before, after=after, before_header=dest, after_header=dest)
 
 
-def _wanted_id(value, by_name):
+def _id_of(value, by_name):
     """A uid or gid as ansible.builtin.file reads owner and group (digits are the number itself); None when the
     name is unknown."""
     if str(value).isdigit():
@@ -218,19 +220,29 @@ def _wanted_id(value, by_name):
         return None
 
 
+def owner_id(owner):
+    """The uid of an owner name or number; None when no such user exists."""
+    return _id_of(owner, lambda name: pwd.getpwnam(name).pw_uid)
+
+
+def group_id(group):
+    """The gid of a group name or number; None when no such group exists."""
+    return _id_of(group, lambda name: grp.getgrnam(name).gr_gid)
+
+
 def attributes_as_asked(path, owner, group, mode):
     """True when path (not followed) has the owner, group and octal mode asked for; None asked means any. A
     symbolic mode or an unknown name is never counted as matching (only the module may judge those)."""
     path_stat = os.lstat(path)
-    if owner is not None and _wanted_id(owner, lambda name: pwd.getpwnam(name).pw_uid) != path_stat.st_uid:
+    if owner is not None and owner_id(owner) != path_stat.st_uid:
         return False
-    if group is not None and _wanted_id(group, lambda name: grp.getgrnam(name).gr_gid) != path_stat.st_gid:
+    if group is not None and group_id(group) != path_stat.st_gid:
         return False
     if mode is not None:
         if isinstance(mode, bool):
             return False
         if not isinstance(mode, int):
-            if not re.match(r"^0?[0-7]{1,4}$", str(mode)):
+            if not _OCTAL_MODE.match(str(mode)):
                 return False
             mode = int(str(mode), 8)
         if stat.S_IMODE(path_stat.st_mode) != mode:
@@ -259,24 +271,19 @@ def settled(files):
         if state != "file":
             dest = os.path.normpath(dest)
         try:
-            if state == "absent":
-                if os.path.lexists(dest):
+            if state == "file":
+                # A missing file, a link, a directory and other bytes all count as a content change.
+                found = inspect(dest, wanted_bytes(item))
+                if found["content_changed"]:
                     return None
-                result = dict(dest=dest, state=state)
+                result = dict(dest=dest, state=state, checksum=found["checksum"])
+            elif path_kind(dest) != ("directory" if state == "directory" else "absent"):
+                return None  # a link to a directory is for the module to judge
             else:
-                if dir_missing(dest) or os.path.islink(dest):
-                    return None
-                if state == "directory":
-                    if not os.path.isdir(dest):
-                        return None
-                    result = dict(dest=dest, state=state)
-                else:
-                    found = inspect(dest, wanted_bytes(item))
-                    if found["content_changed"] or found["is_dir"]:
-                        return None
-                    result = dict(dest=dest, state=state, checksum=found["checksum"])
-                if not attributes_as_asked(dest, item.get("owner"), item.get("group"), item.get("mode")):
-                    return None
+                result = dict(dest=dest, state=state)
+            if state != "absent" and not attributes_as_asked(dest, item.get("owner"), item.get("group"),
+                                                             item.get("mode")):
+                return None
         except (IOError, OSError, TypeError, ValueError):
             return None
         result["changed"] = False

@@ -249,9 +249,7 @@ diff:
             "after_header": "/etc/fail2ban/jail.local"}]
 """
 
-import grp
 import os
-import pwd
 import shutil
 import tempfile
 
@@ -261,8 +259,10 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.managed_files imp
     STATES,
     content_diff,
     dir_missing,
+    group_id,
     inspect,
     item_problems,
+    owner_id,
     path_kind,
     state_diff,
     wanted_bytes,
@@ -335,16 +335,10 @@ class Run(object):
 def attribute_problems(item):
     problems = []
     owner, group = item.get("owner"), item.get("group")
-    if owner is not None and not str(owner).isdigit():
-        try:
-            pwd.getpwnam(owner)
-        except KeyError:
-            problems.append("%s: no such user %s" % (item["dest"], owner))
-    if group is not None and not str(group).isdigit():
-        try:
-            grp.getgrnam(group)
-        except KeyError:
-            problems.append("%s: no such group %s" % (item["dest"], group))
+    if owner is not None and owner_id(owner) is None:
+        problems.append("%s: no such user %s" % (item["dest"], owner))
+    if group is not None and group_id(group) is None:
+        problems.append("%s: no such group %s" % (item["dest"], group))
     return problems
 
 

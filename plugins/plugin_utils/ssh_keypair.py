@@ -76,6 +76,7 @@ def keypair_drift(path, comment, mode=0o600):
     fields = public.strip().split(None, 2)
     if fields[:2] != wanted.decode("ascii").split():
         return ["%s.pub does not hold the public half of %s" % (path, path)]
-    if (fields[2] if len(fields) > 2 else "") != (comment or ""):
-        return ["%s.pub has the comment %r, not %r" % (path, fields[2] if len(fields) > 2 else "", comment)]
+    found_comment = fields[2] if len(fields) > 2 else ""
+    if found_comment != (comment or ""):
+        return ["%s.pub has the comment %r, not %r" % (path, found_comment, comment)]
     return []

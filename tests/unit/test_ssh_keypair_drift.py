@@ -23,17 +23,16 @@ def pair(tmp_path, monkeypatch):
     return path
 
 
-def module(path, check=False, comment=COMMENT):
+def module(path, check=False, expect=Exit):
     """community.crypto.openssh_keypair as cluster_ssh calls it; check mode only reports."""
-    return run_main(openssh_keypair.main, {"path": path, "type": "ed25519", "comment": comment, "mode": "0600",
-                                           "_ansible_check_mode": check})
+    return run_main(openssh_keypair.main, {"path": path, "type": "ed25519", "comment": COMMENT, "mode": "0600",
+                                           "_ansible_check_mode": check}, expect=expect)
 
 
 def module_acts(path):
     """True when the module in check mode would change the pair, or refuses it (a private key others can read:
     ssh-keygen will not load it, and the module stops)."""
-    result = run_main(openssh_keypair.main, {"path": path, "type": "ed25519", "comment": COMMENT, "mode": "0600",
-                                             "_ansible_check_mode": True}, expect=(Exit, Fail))
+    result = module(path, check=True, expect=(Exit, Fail))
     if "changed" not in result:  # failed
         assert "Unable to read the key" in result["msg"], result
         return True
