@@ -145,3 +145,37 @@ def test_role_paths_are_resolved_once_and_resolve_as_ansible_core_does(tmp_path,
         assert role.get_role_path() == expected and calls == []  # remembered, not resolved again
     finally:
         Role.get_role_path = original
+
+
+def test_skips_in_place_wrap_the_strategies_once_and_only_on_the_ansible_core_they_know(monkeypatch):
+    from ansible import release
+    from ansible.plugins.strategy import StrategyBase
+    from ansible_collections.gpufleet.cluster.plugins.plugin_utils import skip_in_place
+
+    original = StrategyBase.__dict__["_queue_task"]
+    try:
+        wrapper = skip_in_place.install()
+        assert wrapper is not None and wrapper.gpufleet_original is original
+        assert skip_in_place.install() is wrapper  # installed once per process, never wrapped twice
+        StrategyBase._queue_task = original
+        monkeypatch.setattr(release, "__version__", "2.20.0")
+        assert skip_in_place.install() is None
+        assert StrategyBase.__dict__["_queue_task"] is original
+    finally:
+        StrategyBase._queue_task = original
+
+
+def test_only_a_task_with_a_condition_no_loop_and_no_delegation_is_judged_in_place():
+    from types import SimpleNamespace
+
+    from ansible_collections.gpufleet.cluster.plugins.plugin_utils import skip_in_place
+
+    def task(**fields):
+        # The attributes ansible-core's Task has for these keywords (with_items sets loop_with).
+        return SimpleNamespace(**dict({"when": [], "loop": None, "loop_with": None, "delegate_to": None}, **fields))
+
+    assert skip_in_place.judgeable(task(when=["x"]))
+    assert not skip_in_place.judgeable(task())
+    assert not skip_in_place.judgeable(task(when=["x"], loop=[1]))
+    assert not skip_in_place.judgeable(task(when=["x"], loop_with="items"))
+    assert not skip_in_place.judgeable(task(when=["x"], delegate_to="other"))
