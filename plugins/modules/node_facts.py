@@ -122,10 +122,24 @@ package_lists_age:
   returned: when packages is true
   type: int
   sample: 1200
+apt_state:
+  description:
+    - The SHA-256 of what decides which packages an upgrade would install, that is the size, modification time and
+      inode of dpkg's status file, of each file in C(/var/lib/dpkg/updates) and C(/var/lib/apt/lists) and of each
+      file under C(/etc/apt) (sources, pins, configuration), with their paths. Any install, removal, list refresh
+      or apt setting changed gives another value; the same value means apt would answer as before. The
+      os_hardening role skips its upgrade simulation on a node whose value is the one it last checked and found no
+      security update pending for.
+    - Null where there is no dpkg database, or one of those could not be read.
+  returned: when packages is true
+  type: str
+  sample: 0f3c1e6b2a9d4c7e8f5a1b3c9d2e4f6a8b0c1d3e5f7a9b2c4d6e8f0a1b3c5d7e
 """
 
+import hashlib
 import io
 import os
+import stat
 import sys
 import time
 
@@ -174,13 +188,15 @@ def gather(root, os_release_path, mokutil_output=None, uname=None):
 
 
 def read_packages(module, root):
-    """(packages dict or None, warning or None, lists age or None): dpkg's status file when there is one (with
-    the age of apt's package lists), else rpm -qa."""
+    """(packages dict or None, warning or None, lists age or None, apt state or None): dpkg's status file when
+    there is one (with the age of apt's package lists and apt's state), else rpm -qa."""
     status = sysfs._path(root, "var/lib/dpkg/status")
     if os.path.isfile(status):
+        # Read before the status file, so that an install while this runs gives a state no later run matches.
+        state = apt_state(root)
         # Read here rather than with sysfs.read_text: a stray non-UTF-8 byte in a description must not lose the list.
         with io.open(status, "r", encoding="utf-8", errors="replace") as handle:
-            return installed_packages.parse_dpkg_status(handle.read()), None, package_lists_age(root)
+            return installed_packages.parse_dpkg_status(handle.read()), None, package_lists_age(root), state
     rpm = module.get_bin_path("rpm")
     if rpm:
         command = [rpm, "-qa", "--queryformat", installed_packages.RPM_QUERYFORMAT]
@@ -188,9 +204,9 @@ def read_packages(module, root):
             command[1:1] = ["--root", root]
         rc, out, err = module.run_command(command, environ_update={"LANGUAGE": "C", "LC_ALL": "C"})
         if rc == 0:
-            return installed_packages.parse_rpm_qa(out), None, None
-        return None, "rpm -qa failed (rc %d: %s): packages not read" % (rc, (err or out).strip()), None
-    return None, "neither %s nor rpm found: packages not read" % status, None
+            return installed_packages.parse_rpm_qa(out), None, None, None
+        return None, "rpm -qa failed (rc %d: %s): packages not read" % (rc, (err or out).strip()), None, None
+    return None, "neither %s nor rpm found: packages not read" % status, None, None
 
 
 # Where apt's cache_valid_time looks (ansible.builtin.apt: get_cache_mtime), in that order.
@@ -206,6 +222,51 @@ def package_lists_age(root, now=None):
             continue
         return max(0, int((time.time() if now is None else now) - mtime))
     return None
+
+
+# What apt-get's upgrade answer is made of: the installed packages (dpkg's status and its journal of unfinished
+# updates), the package lists, apt's sources, pins and settings. A link is followed (apt reads its target).
+APT_STATE_FILES = ("var/lib/dpkg/status",)
+APT_STATE_FOLDERS = (("var/lib/dpkg/updates", False), ("var/lib/apt/lists", False), ("etc/apt", True))
+
+
+def apt_state(root):
+    """SHA-256 (hex) of the path, size, mtime and inode of every file apt's upgrade answer depends on, or None when
+    dpkg's status file or a folder cannot be read."""
+    entries = []
+
+    def add(relative):
+        path = sysfs._path(root, relative)
+        try:
+            info = os.stat(path)
+        except FileNotFoundError:
+            if not os.path.islink(path):
+                raise
+            entries.append("%s\0dangling\0%s" % (relative, os.readlink(path)))
+            return
+        if stat.S_ISREG(info.st_mode):
+            entries.append("%s\0%d\0%d\0%d" % (relative, info.st_size, info.st_mtime_ns, info.st_ino))
+
+    try:
+        for relative in APT_STATE_FILES:
+            add(relative)
+        for folder, recursive in APT_STATE_FOLDERS:
+            top = sysfs._path(root, folder)
+            if not os.path.isdir(top):
+                entries.append("%s\0absent" % folder)
+                continue
+            for current, folders, files in os.walk(top, onerror=_raise):
+                folders[:] = sorted(folders) if recursive else []
+                for name in sorted(files):
+                    if name != "lock":
+                        add(os.path.relpath(os.path.join(current, name), sysfs._path(root, "")))
+    except OSError:
+        return None
+    return hashlib.sha256("\n".join(entries).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _raise(error):
+    raise error
 
 
 def main():
@@ -232,7 +293,7 @@ def main():
     result = dict(changed=False, ansible_facts={"gpufleet_node": facts}, python_executable=sys.executable or "")
     if module.params["packages"]:
         # A return value, never a fact: roles use this run's list only (preflight keeps it with set_fact).
-        result["packages"], warning, result["package_lists_age"] = read_packages(module, root)
+        result["packages"], warning, result["package_lists_age"], result["apt_state"] = read_packages(module, root)
         if warning:
             module.warn(warning + "; every install task asks the package manager")
     module.exit_json(**result)

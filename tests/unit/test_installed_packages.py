@@ -204,3 +204,44 @@ def test_node_facts_says_how_old_apts_package_lists_are_where_apt_looks(monkeypa
 
 def test_package_lists_age_is_none_without_apt(tmp_path):
     assert node_facts.package_lists_age(str(tmp_path)) is None
+
+
+def test_apt_state_changes_with_every_input_of_apts_upgrade_answer_and_nothing_else(monkeypatch, recorded_root):
+    """apt_state is the same while dpkg's status, the package lists and /etc/apt are untouched, and differs after
+    any install, list refresh (a file renamed into place), source, pin or setting change; apt's lock files and
+    the download folder do not count; a dangling link counts as itself; no dpkg, no state."""
+    root = recorded_root
+    write(os.path.join(root, "var/lib/dpkg/status"), DPKG_STATUS)
+    lists = os.path.join(root, "var/lib/apt/lists")
+    write(os.path.join(lists, "deb.example_debian_dists_trixie_main_binary-amd64_Packages"), "Package: a\n")
+    write(os.path.join(root, "etc/apt/sources.list.d/debian.sources"), "Types: deb\n")
+    patch_module(monkeypatch, lambda module, args, **kwargs: (1, "", ""))
+    state = run_main(node_facts.main, {"root": root, "packages": True, "use_mokutil": False})["apt_state"]
+    assert len(state) == 64 and node_facts.apt_state(root) == state
+
+    def changed(action):
+        before = node_facts.apt_state(root)
+        action()
+        return node_facts.apt_state(root) != before
+
+    packages = os.path.join(lists, "deb.example_debian_dists_trixie_main_binary-amd64_Packages")
+
+    def refresh():
+        write(packages + ".new", "Package: a\n")
+        os.rename(packages + ".new", packages)  # as apt does: the same size, a new file
+
+    def touch(path):
+        return lambda: os.utime(path, ns=(1, os.stat(path).st_mtime_ns + 1000))
+
+    assert changed(lambda: write(os.path.join(root, "var/lib/dpkg/status"), DPKG_STATUS + "\n"))  # an install
+    assert changed(refresh)
+    assert changed(lambda: write(os.path.join(root, "var/lib/dpkg/updates/0001"), "Package: a\n"))  # unfinished
+    assert changed(lambda: write(os.path.join(root, "etc/apt/preferences.d/pin"), "Package: nvidia-*\n"))
+    assert changed(touch(os.path.join(root, "etc/apt/sources.list.d/debian.sources")))
+    os.makedirs(os.path.join(root, "etc/apt/trusted.gpg.d"))
+    assert changed(lambda: os.symlink("/nowhere", os.path.join(root, "etc/apt/trusted.gpg.d/gone.gpg")))
+    assert not changed(lambda: write(os.path.join(lists, "lock"), ""))
+    assert not changed(lambda: write(os.path.join(lists, "partial", "x_Packages"), "half"))
+    assert not changed(lambda: None)
+    os.remove(os.path.join(root, "var/lib/dpkg/status"))
+    assert node_facts.apt_state(root) is None

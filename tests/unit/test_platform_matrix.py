@@ -439,6 +439,50 @@ def test_os_hardening_refreshes_the_lists_only_when_apt_would(name, machine):
     assert runs(preflight_package_lists_age=120) is False
 
 
+@pytest.mark.parametrize("name, machine", MATRIX)
+def test_os_hardening_simulates_the_upgrade_unless_this_apt_state_was_found_settled(name, machine):
+    """apt's upgrade simulation runs on Debian/Ubuntu unless preflight's fingerprint of apt's inputs is the one the
+    fact cache says was last checked with nothing pending; that fingerprint is remembered only after a check of the
+    very state preflight read (no list refresh in between) that left nothing to apply."""
+    tasks = {task["name"]: task for task in load_yaml(ROLES, "os_hardening", "tasks", "security_updates.yml")}
+    simulate = tasks["List the upgradable packages"]
+    apply = tasks["Apply the security updates (unattended-upgrade)"]
+    remember = tasks["Remember the package state that has no security update pending"]
+    assert remember["ansible.builtin.set_fact"] == {"__os_hardening_apt_settled": "{{ preflight_apt_state }}",
+                                                    "cacheable": True}
+
+    def runs(task, **extra):
+        variables = hardening_task_vars(node(name, machine), dict(task, vars={}), {}, **extra)
+        return all(variables.render("{{ %s }}" % condition) for condition in task["when"])
+
+    debian = OS_ROWS[name][3] != "RedHat"
+    settled = {"__os_hardening_apt_settled": "0f3c"}
+    assert runs(simulate, ansible_facts={}) is debian  # preflight gave no fingerprint
+    assert runs(simulate, ansible_facts=settled, preflight_apt_state=None) is debian
+    assert runs(simulate, ansible_facts={}, preflight_apt_state="0f3c") is debian  # nothing remembered
+    assert runs(simulate, ansible_facts=settled, preflight_apt_state="9a1b") is debian  # apt's inputs changed
+    assert runs(simulate, ansible_facts=settled, preflight_apt_state="0f3c") is False
+
+    inst = {"stdout_lines": ["Inst libssl3 [3.5.1-1] (3.5.4-1 Debian-Security:13/stable-security [amd64])"]}
+    assert runs(apply, __os_hardening_upgradable={"skipped": True, "changed": False}) is False
+    assert runs(apply, __os_hardening_upgradable={"stdout_lines": ["0 upgraded, 0 newly installed"]}) is False
+    assert runs(apply, __os_hardening_upgradable=inst) is True
+
+    def remembers(**changes):
+        checked = dict(preflight_apt_state="0f3c", __os_hardening_upgradable={"stdout_lines": []},
+                       __os_hardening_lists={"skipped": True, "changed": False},
+                       __os_hardening_security_updates={"skipped": True, "changed": False})
+        checked.update(changes)
+        return runs(remember, **checked)
+
+    assert remembers() is True
+    assert remembers(__os_hardening_security_updates={"changed": False}) is True
+    assert remembers(__os_hardening_security_updates={"changed": True}) is False
+    assert remembers(__os_hardening_lists={"changed": False}) is False  # the lists were refreshed
+    assert remembers(__os_hardening_upgradable={"skipped": True, "changed": False}) is False
+    assert remembers(preflight_apt_state=None) is False
+
+
 def hardening_line_files(name, machine, check_mode=False, tools_changed=False, **switches):
     """{path: settings} of os_hardening's one line_settings call in tools.yml on this node (None when skipped),
     rendered by Ansible's templar with the install's registered results."""
