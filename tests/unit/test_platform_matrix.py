@@ -466,7 +466,7 @@ def test_os_hardening_simulates_the_upgrade_unless_this_apt_state_was_found_sett
     inst = {"stdout_lines": ["Inst libssl3 [3.5.1-1] (3.5.4-1 Debian-Security:13/stable-security [amd64])"]}
     assert runs(apply, __os_hardening_upgradable={"skipped": True, "changed": False}) is False
     assert runs(apply, __os_hardening_upgradable={"stdout_lines": ["0 upgraded, 0 newly installed"]}) is False
-    assert runs(apply, __os_hardening_upgradable=inst) is True
+    assert runs(apply, __os_hardening_upgradable=inst) is debian
 
     def remembers(**changes):
         checked = dict(preflight_apt_state="0f3c", __os_hardening_upgradable={"stdout_lines": []},
@@ -475,8 +475,8 @@ def test_os_hardening_simulates_the_upgrade_unless_this_apt_state_was_found_sett
         checked.update(changes)
         return runs(remember, **checked)
 
-    assert remembers() is True
-    assert remembers(__os_hardening_security_updates={"changed": False}) is True
+    assert remembers() is debian
+    assert remembers(__os_hardening_security_updates={"changed": False}) is debian
     assert remembers(__os_hardening_security_updates={"changed": True}) is False
     assert remembers(__os_hardening_lists={"changed": False}) is False  # the lists were refreshed
     assert remembers(__os_hardening_upgradable={"skipped": True, "changed": False}) is False
