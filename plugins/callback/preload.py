@@ -65,6 +65,11 @@ description:
     goes through the same result queue, so registered variables, handlers, callbacks and statistics are
     ansible-core's. A true condition, an error or a warning goes to a worker as before, which evaluates the
     condition again (a condition whose lookup has side effects runs it twice when true).
+  - It also runs a task whose action never leaves the controller (C(set_fact), C(assert), C(debug), C(fail),
+    C(include_vars), C(validate_argument_spec)) in C(ansible-playbook) itself (O(run_in_place)), about 80 per node
+    in a no-op run of C(site.yml). ansible-core's own C(TaskExecutor) runs it on copies of the task and its
+    variables, as a worker would, and its result goes through the same queue. A loop, delegation, retries
+    (C(until)), C(async) or a C(timeout) send the task to a worker, as does every other action.
   - It prints nothing. If loading fails, it warns and the run goes on as without it.
   - Enabled in the project's C(ansible.cfg) with C(callbacks_enabled = gpufleet.cluster.preload).
 author:
@@ -108,7 +113,7 @@ options:
   skip_in_place:
     description:
       - Decide a task's skip in C(ansible-playbook) itself, without forking a worker, when its condition is false
-        (see above). C(false) forks a worker for every task, as ansible-core does.
+        (see above). C(false) forks a worker for it, as ansible-core does.
     type: bool
     default: true
     env:
@@ -116,6 +121,18 @@ options:
     ini:
       - section: callback_preload
         key: skip_in_place
+  run_in_place:
+    description:
+      - Run a task whose action never leaves the controller (C(set_fact), C(assert), C(debug), C(fail),
+        C(include_vars), C(validate_argument_spec)) in C(ansible-playbook) itself, without forking a worker (see
+        above). C(false) forks a worker for it, as ansible-core does.
+    type: bool
+    default: true
+    env:
+      - name: GPUFLEET_RUN_IN_PLACE
+    ini:
+      - section: callback_preload
+        key: run_in_place
   module_payload_cache_dir:
     description:
       - Where the payloads are kept; a folder per ansible-core and Python version and collection paths is made in
@@ -135,7 +152,7 @@ import pkgutil
 
 from ansible.plugins.callback import CallbackBase
 from ansible.plugins.loader import action_loader, filter_loader, lookup_loader
-from ansible_collections.gpufleet.cluster.plugins.plugin_utils import module_payload_cache, skip_in_place, template_cache
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import in_place, module_payload_cache, template_cache
 
 COLLECTION = "gpufleet.cluster"
 PACKAGE = "ansible_collections.gpufleet.cluster.plugins"
@@ -222,12 +239,11 @@ class CallbackModule(CallbackBase):
             remember_role_paths()
         except Exception as exc:  # pylint: disable=broad-except
             self._display.warning("gpufleet.cluster.preload could not remember the role paths (%s)" % exc)
-        if self.get_option("skip_in_place"):
-            try:
-                skip_in_place.install()
-            except Exception as exc:  # pylint: disable=broad-except
-                self._display.warning("gpufleet.cluster.preload could not decide skips in place (%s); every task "
-                                      "goes to a worker" % exc)
+        try:
+            in_place.install(skip=self.get_option("skip_in_place"), run=self.get_option("run_in_place"))
+        except Exception as exc:  # pylint: disable=broad-except
+            self._display.warning("gpufleet.cluster.preload could not set up tasks in place (%s); every task goes "
+                                  "to a worker" % exc)
         if self.get_option("module_payload_cache"):
             try:
                 self._payloads = module_payload_cache.install(self.get_option("module_payload_cache_dir"))

@@ -147,35 +147,58 @@ def test_role_paths_are_resolved_once_and_resolve_as_ansible_core_does(tmp_path,
         Role.get_role_path = original
 
 
-def test_skips_in_place_wrap_the_strategies_once_and_only_on_the_ansible_core_they_know(monkeypatch):
+def test_tasks_in_place_wrap_the_strategies_once_and_only_on_the_ansible_core_they_know(monkeypatch):
     from ansible import release
     from ansible.plugins.strategy import StrategyBase
-    from ansible_collections.gpufleet.cluster.plugins.plugin_utils import skip_in_place
+    from ansible_collections.gpufleet.cluster.plugins.plugin_utils import in_place
 
     original = StrategyBase.__dict__["_queue_task"]
     try:
-        wrapper = skip_in_place.install()
+        assert in_place.install(skip=False, run=False) is None  # both off: nothing to wrap
+        assert StrategyBase.__dict__["_queue_task"] is original
+        wrapper = in_place.install()
         assert wrapper is not None and wrapper.gpufleet_original is original
-        assert skip_in_place.install() is wrapper  # installed once per process, never wrapped twice
+        assert in_place.install() is wrapper  # installed once per process, never wrapped twice
         StrategyBase._queue_task = original
         monkeypatch.setattr(release, "__version__", "2.20.0")
-        assert skip_in_place.install() is None
+        assert in_place.install() is None
         assert StrategyBase.__dict__["_queue_task"] is original
     finally:
         StrategyBase._queue_task = original
 
 
-def test_only_a_task_with_a_condition_no_loop_and_no_delegation_is_judged_in_place():
+def task(**fields):
+    """The attributes of ansible-core's Task that decide what can be done in place (with_items sets loop_with)."""
     from types import SimpleNamespace
 
-    from ansible_collections.gpufleet.cluster.plugins.plugin_utils import skip_in_place
+    return SimpleNamespace(**dict({"when": [], "loop": None, "loop_with": None, "delegate_to": None, "until": [],
+                                   "async_val": 0, "timeout": 0, "resolved_action": "ansible.builtin.set_fact"},
+                                  **fields))
 
-    def task(**fields):
-        # The attributes ansible-core's Task has for these keywords (with_items sets loop_with).
-        return SimpleNamespace(**dict({"when": [], "loop": None, "loop_with": None, "delegate_to": None}, **fields))
 
-    assert skip_in_place.judgeable(task(when=["x"]))
-    assert not skip_in_place.judgeable(task())
-    assert not skip_in_place.judgeable(task(when=["x"], loop=[1]))
-    assert not skip_in_place.judgeable(task(when=["x"], loop_with="items"))
-    assert not skip_in_place.judgeable(task(when=["x"], delegate_to="other"))
+def test_only_a_task_with_a_condition_no_loop_and_no_delegation_is_judged_in_place():
+    from ansible_collections.gpufleet.cluster.plugins.plugin_utils import in_place
+
+    assert in_place.judgeable(task(when=["x"]))
+    assert in_place.judgeable(task(when=["x"], resolved_action="ansible.builtin.command"))
+    assert not in_place.judgeable(task())
+    assert not in_place.judgeable(task(when=["x"], loop=[1]))
+    assert not in_place.judgeable(task(when=["x"], loop_with="items"))
+    assert not in_place.judgeable(task(when=["x"], delegate_to="other"))
+
+
+def test_only_a_controller_action_run_once_without_retries_async_or_timeout_runs_in_place():
+    from ansible_collections.gpufleet.cluster.plugins.plugin_utils import in_place
+
+    for action in ("assert", "debug", "fail", "include_vars", "set_fact", "validate_argument_spec"):
+        assert in_place.runnable(task(resolved_action="ansible.builtin." + action))
+    assert in_place.runnable(task(when=["x"]))
+    for action in ("ansible.builtin.command", "ansible.builtin.pause", "ansible.builtin.add_host",
+                   "ansible.builtin.include_tasks", "ansible.builtin.wait_for", "gpufleet.cluster.managed_files"):
+        assert not in_place.runnable(task(resolved_action=action))
+    assert not in_place.runnable(task(loop=[1]))
+    assert not in_place.runnable(task(loop_with="items"))
+    assert not in_place.runnable(task(delegate_to="other"))
+    assert not in_place.runnable(task(until=["x is succeeded"]))
+    assert not in_place.runnable(task(async_val=10))
+    assert not in_place.runnable(task(timeout=5))

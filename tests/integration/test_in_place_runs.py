@@ -1,6 +1,7 @@
-"""gpufleet.cluster.preload's skips decided in place, through real ansible-playbook runs on localhost: a false
-condition is evaluated in ansible-playbook itself and no worker is forked for it, and everything a playbook or a
-callback can see of the run is what ansible-core's own workers give (`skip_in_place: false`)."""
+"""gpufleet.cluster.preload's tasks in place, through real ansible-playbook runs on localhost: a false condition is
+evaluated, and a controller-only action (set_fact, assert, debug...) is run, in ansible-playbook itself with no worker
+forked, and everything a playbook or a callback can see of the run is what ansible-core's own workers give
+(`skip_in_place: false`, `run_in_place: false`)."""
 import json
 import os
 import subprocess
@@ -37,6 +38,11 @@ PLAYBOOK = """- name: Linear
       ansible.builtin.debug:
         msg: handler ran
       when: nothing | length > 0
+
+    - name: Handler with a true condition
+      ansible.builtin.set_fact:
+        handled: true
+      when: nothing | length == 0
   tasks:
     - name: False condition, registered
       ansible.builtin.command: echo never
@@ -111,6 +117,84 @@ PLAYBOOK = """- name: Linear
           - undefined_one is failed
           - "'not_defined_anywhere' in undefined_one.msg"
 
+    - name: A fact
+      ansible.builtin.set_fact:
+        one_fact: "{{ nothing + [1] }}"
+      register: fact_result
+
+    - name: Variables from a file
+      ansible.builtin.include_vars:
+        file: "{{ playbook_dir }}/vars.yml"
+
+    - name: What the fact, its registered result and the file gave
+      ansible.builtin.assert:
+        that:
+          - one_fact == [1]
+          - fact_result.ansible_facts.one_fact == [1]
+          - from_file == 'yes'
+
+    - name: A failing assertion
+      ansible.builtin.assert:
+        that: nothing | length > 0
+        fail_msg: nothing is empty
+      ignore_errors: true
+
+    - name: A failure asked for
+      ansible.builtin.fail:
+        msg: asked
+      register: failed_one
+      ignore_errors: true
+
+    - name: The arguments of a role entry point
+      ansible.builtin.validate_argument_spec:
+        argument_spec:
+          one_fact:
+            type: list
+            elements: int
+            required: true
+
+    - name: A variable shown
+      ansible.builtin.debug:
+        var: one_fact
+
+    - name: A hidden message
+      ansible.builtin.debug:
+        msg: secret
+      no_log: true
+
+    - name: A fact with retries (a worker's)
+      ansible.builtin.set_fact:
+        retried: true
+      register: retried_result
+      until: retried_result is succeeded
+      retries: 2
+      delay: 0
+
+    - name: Facts in a loop (a worker's)
+      ansible.builtin.set_fact:
+        looped: "{{ item }}"
+      loop: [1, 2]
+
+    - name: A notifying message
+      ansible.builtin.debug:
+        msg: notify
+      changed_when: true
+      notify: Handler with a true condition
+
+    - name: An undefined variable in a message
+      ansible.builtin.debug:
+        msg: "{{ not_defined_anywhere }}"
+      register: undefined_message
+      ignore_errors: true
+
+    - name: Everything above as ansible-core gives it
+      ansible.builtin.assert:
+        that:
+          - failed_one is failed and failed_one.msg == 'asked'
+          - retried and looped == 2
+          - undefined_message is failed
+          - "'not_defined_anywhere' in undefined_message.msg"
+
 - name: Free
   hosts: localhost
   connection: local
@@ -123,21 +207,32 @@ PLAYBOOK = """- name: Linear
       when: false
 """
 
-WHERE_PLAYBOOK = """- name: Where conditions are evaluated
+WHERE_PLAYBOOK = """- name: Where conditions are evaluated and actions run
   hosts: localhost
   connection: local
   gather_facts: false
   tasks:
     - name: False
-      ansible.builtin.debug:
-        msg: never
+      ansible.builtin.ping:
       when: false | evaluated_in(false_log)
 
-    - name: True
-      ansible.builtin.debug:
-        msg: ran
+    - name: True, for a module
+      ansible.builtin.ping:
       when: true | evaluated_in(true_log)
+
+    - name: A controller-only action
+      ansible.builtin.set_fact:
+        ran: "{{ true | evaluated_in(run_log) }}"
+
+    - name: A controller-only action with retries
+      ansible.builtin.set_fact:
+        retried: "{{ true | evaluated_in(retry_log) }}"
+      register: retried_result
+      until: retried_result is succeeded
+      retries: 1
+      delay: 0
 """
+LOGS = ("false", "true", "run", "retry")
 
 
 def ansible_playbook(tmp_path, playbook, extra=(), **env):
@@ -145,6 +240,7 @@ def ansible_playbook(tmp_path, playbook, extra=(), **env):
     (tmp_path / "filter_plugins" / "where.py").write_text(WHERE_FILTER)
     path = tmp_path / "play.yml"
     path.write_text(playbook)
+    (tmp_path / "vars.yml").write_text("from_file: 'yes'\n")
     environ = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
                    ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
                    ANSIBLE_CALLBACK_RESULT_FORMAT="json", **env)
@@ -170,9 +266,10 @@ def results(stdout):
 
 
 @pytest.mark.parametrize("mode", [[], ["--check", "--diff"]], ids=["run", "check"])
-def test_a_run_with_skips_in_place_gives_what_ansible_core_gives(tmp_path, mode):
+def test_a_run_with_tasks_in_place_gives_what_ansible_core_gives(tmp_path, mode):
     _pid, code_on, out_on, err_on = ansible_playbook(tmp_path, PLAYBOOK, mode)
-    _pid, code_off, out_off, err_off = ansible_playbook(tmp_path, PLAYBOOK, mode, GPUFLEET_SKIP_IN_PLACE="false")
+    _pid, code_off, out_off, err_off = ansible_playbook(tmp_path, PLAYBOOK, mode, GPUFLEET_SKIP_IN_PLACE="false",
+                                                        GPUFLEET_RUN_IN_PLACE="false")
     assert code_off == 0, out_off[-3000:] + err_off[-3000:]
     assert code_on == 0, out_on[-3000:] + err_on[-3000:]
     tasks_on, stats_on = results(out_on)
@@ -189,25 +286,46 @@ def test_a_run_with_skips_in_place_gives_what_ansible_core_gives(tmp_path, mode)
     assert skipped["Two conditions, the second false"]["false_condition"] == "nothing | length > 0"
     assert skipped["Hidden result"]["censored"].startswith("the output has been hidden")
     assert stats_on["localhost"]["skipped"] == len(skipped)
+    ran = {name: result for _play, name, result in tasks_on}
+    assert ran["A variable shown"]["one_fact"] == [1]
+    assert ran["A hidden message"]["censored"].startswith("the output has been hidden")
+    assert ran["A failing assertion"]["failed"] and ran["A failing assertion"]["msg"] == "nothing is empty"
+    assert ran["Handler with a true condition"]["ansible_facts"] == {"handled": True}
+    assert stats_on["localhost"]["ignored"] == 4
 
 
-def test_a_false_condition_is_evaluated_in_ansible_playbook_and_forks_no_worker(tmp_path):
-    logs = {which: tmp_path / ("%s.log" % which) for which in ("false", "true")}
-    extra = ["-e", "false_log=%s true_log=%s" % (logs["false"], logs["true"])]
-    pid, code, stdout, stderr = ansible_playbook(tmp_path, WHERE_PLAYBOOK, extra)
+def where(tmp_path, **env):
+    """(ansible-playbook's pid, {log: [(pid, parent pid) per evaluation]}) of a run of WHERE_PLAYBOOK."""
+    logs = {name: tmp_path / ("%s.log" % name) for name in LOGS}
+    for path in logs.values():
+        if path.exists():
+            path.unlink()
+    extra = ["-e", " ".join("%s_log=%s" % (name, path) for name, path in logs.items())]
+    pid, code, stdout, stderr = ansible_playbook(tmp_path, WHERE_PLAYBOOK, extra, **env)
     assert code == 0, stdout[-3000:] + stderr[-3000:]
-    assert logs["false"].read_text().split() == [str(pid), str(os.getpid())]  # ansible-playbook itself, once
-    # A true condition is evaluated there first, then by the worker that runs the task (a child of ansible-playbook).
-    lines = [line.split() for line in logs["true"].read_text().splitlines()]
-    assert lines[0] == [str(pid), str(os.getpid())]
-    assert len(lines) == 2 and lines[1][1] == str(pid) and lines[1][0] != str(pid)
+    return str(pid), {name: [tuple(line.split()) for line in path.read_text().splitlines()]
+                      for name, path in logs.items()}
 
 
-def test_skip_in_place_false_leaves_every_condition_to_a_worker(tmp_path):
-    logs = {which: tmp_path / ("%s.log" % which) for which in ("false", "true")}
-    extra = ["-e", "false_log=%s true_log=%s" % (logs["false"], logs["true"])]
-    pid, code, stdout, stderr = ansible_playbook(tmp_path, WHERE_PLAYBOOK, extra, GPUFLEET_SKIP_IN_PLACE="false")
-    assert code == 0, stdout[-3000:] + stderr[-3000:]
-    for log in logs.values():
-        worker, parent = log.read_text().split()
-        assert parent == str(pid) and worker != str(pid)
+def test_a_false_condition_and_a_controller_action_stay_in_ansible_playbook(tmp_path):
+    pid, logs = where(tmp_path)
+    here = (pid, str(os.getpid()))  # ansible-playbook itself, a child of this test
+    assert logs["false"] == [here]
+    assert logs["run"] == [here]
+    # A module's true condition is evaluated there first, then by the worker that runs the task (a child of
+    # ansible-playbook); a task with retries is a worker's.
+    assert logs["true"][0] == here and len(logs["true"]) == 2 and logs["true"][1][1] == pid
+    assert len(logs["retry"]) == 1 and logs["retry"][0][1] == pid
+
+
+def test_in_place_off_leaves_every_task_to_a_worker(tmp_path):
+    pid, logs = where(tmp_path, GPUFLEET_SKIP_IN_PLACE="false", GPUFLEET_RUN_IN_PLACE="false")
+    for name in LOGS:
+        assert len(logs[name]) == 1 and logs[name][0][1] == pid and logs[name][0][0] != pid, name
+
+
+def test_each_switch_alone(tmp_path):
+    pid, logs = where(tmp_path, GPUFLEET_RUN_IN_PLACE="false")
+    assert logs["false"] == [(pid, str(os.getpid()))] and logs["run"][0][1] == pid
+    pid, logs = where(tmp_path, GPUFLEET_SKIP_IN_PLACE="false")
+    assert logs["false"][0][1] == pid and logs["run"] == [(pid, str(os.getpid()))]
