@@ -234,6 +234,7 @@ def apt_state(root):
     """SHA-256 (hex) of the path, size, mtime and inode of every file apt's upgrade answer depends on, or None when
     dpkg's status file or a folder cannot be read."""
     entries = []
+    base = sysfs._path(root, "")
 
     def add(relative):
         path = sysfs._path(root, relative)
@@ -259,7 +260,7 @@ def apt_state(root):
                 folders[:] = sorted(folders) if recursive else []
                 for name in sorted(files):
                     if name != "lock":
-                        add(os.path.relpath(os.path.join(current, name), sysfs._path(root, "")))
+                        add(os.path.relpath(os.path.join(current, name), base))
     except OSError:
         return None
     return hashlib.sha256("\n".join(entries).encode("utf-8", "surrogateescape")).hexdigest()

@@ -28,6 +28,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import private_cache
+
 SKIP_REASON = "Conditional result was False"
 
 # Action plugins that run on the controller alone: they template and return, with no connection, no prompt, no
@@ -38,8 +40,9 @@ CONTROLLER_ACTIONS = frozenset("ansible.builtin." + name for name in (
 
 def _internals():
     """ansible-core's pieces this relies on, or None when this release does not have them."""
+    if not private_cache.core_is_known():
+        return None
     try:
-        from ansible import release
         from ansible._internal import _display_utils, _task
         from ansible._internal._templating._engine import TemplateEngine
         from ansible.executor.task_executor import TaskExecutor
@@ -47,8 +50,6 @@ def _internals():
         from ansible.plugins import loader as plugin_loader
         from ansible.plugins.strategy import StrategyBase
     except ImportError:
-        return None
-    if not release.__version__.startswith("2.19."):
         return None
     return dict(StrategyBase=StrategyBase, TemplateEngine=TemplateEngine, RawTaskResult=_RawTaskResult,
                 DeferredWarningContext=_display_utils.DeferredWarningContext, TaskContext=_task.TaskContext,
@@ -123,10 +124,9 @@ def install(skip=True, run=True):
     if internals is None or not (skip or run):
         return None
     StrategyBase, RawTaskResult = internals["StrategyBase"], internals["RawTaskResult"]
-    current = StrategyBase.__dict__["_queue_task"]
-    if getattr(current, "gpufleet_original", None) is not None:
-        return current
-    original = current
+    original = StrategyBase.__dict__["_queue_task"]
+    if getattr(original, "gpufleet_original", None) is not None:
+        return original
 
     def _queue_task(self, host, task, task_vars, play_context):
         done = None

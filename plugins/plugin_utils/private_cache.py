@@ -19,8 +19,8 @@ import stat
 import time
 
 MAX_AGE = 30 * 24 * 3600
-# The ansible-core releases whose internals the preload callback's caches hook (tested: 2.19.14); with any other
-# they stay off.
+# The ansible-core releases whose internals the preload callback's caches and tasks in place hook (tested: 2.19.14);
+# with any other they stay off.
 KNOWN_CORE = ("2.19.",)
 
 
