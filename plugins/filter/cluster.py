@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
-"""Filters about the cluster's nodes; the work is done in module_utils/cluster.py."""
+"""Filters about the cluster's nodes; the work is done in module_utils/cluster.py, names are resolved by the
+controller (plugin_utils/name_resolution.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -12,6 +13,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
     node_address,
     trusted_addresses,
 )
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import name_resolution
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors import as_filter
 
 
@@ -21,9 +23,11 @@ def cluster_node_address(host_vars, name):
 
 
 @as_filter
-def cluster_trusted_addresses(hosts, hostvars, networks=None):
-    """The sources every trust list uses: the hosts' own addresses (inventory first), plus opt-in CIDRs."""
-    return trusted_addresses(hostvars, hosts, networks or [])
+def cluster_trusted_addresses(hosts, hostvars, networks=None, wide_networks=None):
+    """The sources every trust list uses: the hosts' own addresses (inventory, else the controller's resolution of
+    their names), plus opt-in CIDRs (no wider than /16 or /48 unless wide_networks names them)."""
+    return trusted_addresses(hostvars, hosts, networks or [], wide_networks or [],
+                             name_resolution.controller_addresses)
 
 
 @as_filter

@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_own_addresses
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import name_resolution
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors import as_filter
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.ssh_keypair import keypair_drift
 from ansible_collections.gpufleet.cluster.plugins.module_utils.ssh_policy import (
@@ -35,11 +36,13 @@ _addresses_in_networks = as_filter(addresses_in_networks, "not a CIDR network: "
 _ssh_host_key = as_filter(lambda text, host="this node": parse_host_key(text, host))
 _cluster_known_hosts = as_filter(
     lambda hosts, hostvars, existing_text="", trust_fact_names=False:
-    cluster_known_hosts(hostvars, hosts, existing_text or "", bool(trust_fact_names)))
+    cluster_known_hosts(hostvars, hosts, existing_text or "", bool(trust_fact_names),
+                        name_resolution.controller_addresses))
 
 
 def _hosts_without_address(hosts, hostvars):
-    return [host for host in hosts if not node_own_addresses(hostvars.get(host) or {})]
+    return [host for host in hosts
+            if not node_own_addresses(hostvars.get(host) or {}, host, name_resolution.controller_addresses)]
 
 
 class FilterModule(object):

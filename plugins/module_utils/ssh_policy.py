@@ -249,22 +249,23 @@ def parse_host_key(text, host):
     return "ssh-ed25519 " + lines[0].split()[1]
 
 
-def node_names(host, host_vars, extra_names=(), trust_fact_names=False):
+def node_names(host, host_vars, extra_names=(), trust_fact_names=False, resolve=None):
     """Names and addresses a node is known by in ssh_known_hosts, and the fact names left out.
 
     From the inventory: the inventory name, ansible_host, gpufleet_cluster_address and the node's own addresses
-    (module_utils/cluster.node_own_addresses: inventory addresses, the default IPv4 fact only for a node named by
-    DNS), then ``extra_names`` (cluster_ssh_extra_names). The hostname and FQDN the node reports about itself are
-    used only where they equal one of those or ``trust_fact_names`` is set; the others come back in the second
-    list so the caller can refuse one that names another node. Every value is checked with known_hosts_name().
-    Returns ``(names, unused_fact_names)``.
+    (module_utils/cluster.node_own_addresses: inventory addresses, else those ``resolve``, the controller's resolver,
+    gives for a node named by DNS; never its facts), then ``extra_names`` (cluster_ssh_extra_names). The hostname
+    and FQDN the node reports about itself are used only where they equal one of those or ``trust_fact_names`` is
+    set; the others come back in the second list so the caller can refuse one that names another node. Every value
+    is checked with known_hosts_name(). Returns ``(names, unused_fact_names)``.
     """
     names = []
     listed = [(host, "the inventory name")]
     for key in ("ansible_host", "gpufleet_cluster_address"):
         if host_vars.get(key):
             listed.append((host_vars.get(key), key))
-    listed += [(str(address), "its address (gpufleet_node_addresses or facts)") for address in node_own_addresses(host_vars)]
+    listed += [(str(address), "its address (gpufleet_node_addresses or the controller's resolution of its name)")
+               for address in node_own_addresses(host_vars, host, resolve)]
     listed += [(name, "cluster_ssh_extra_names") for name in extra_names or ()]
     for value, source in listed:
         name = known_hosts_name(str(value).strip() if source != "cluster_ssh_extra_names" else value, host, source)
@@ -286,13 +287,14 @@ def node_names(host, host_vars, extra_names=(), trust_fact_names=False):
     return names, unused
 
 
-def cluster_known_hosts(hostvars, hosts, existing_text="", trust_fact_names=False):
+def cluster_known_hosts(hostvars, hosts, existing_text="", trust_fact_names=False, resolve=None):
     """Lines of the cluster's ``/etc/ssh/ssh_known_hosts``, every name bound to exactly one node's key.
 
     ``hostvars[host]`` holds the inventory values and facts, and for a node this run reached
     ``cluster_ssh_node_identity`` = ``{key: <its ssh_host_ed25519_key.pub>, extra_names: [...]}``. Names come from
-    node_names(). A node without a key this run keeps the key its names have in ``existing_text`` (so a
-    ``--limit`` run drops no node); lines of names outside the cluster are dropped.
+    node_names() (``resolve``: the controller's resolver, for a node the inventory names by DNS only). A node without
+    a key this run keeps the key its names have in ``existing_text`` (so a ``--limit`` run drops no node); lines of
+    names outside the cluster are dropped.
 
     Raises ValueError, before anything is written, when a name holds pattern characters, a name or address is
     claimed by two nodes (a reported hostname naming another node included), a host key is not one valid
@@ -305,7 +307,7 @@ def cluster_known_hosts(hostvars, hosts, existing_text="", trust_fact_names=Fals
         host_vars = hostvars.get(host) or {}
         identity = host_vars.get("cluster_ssh_node_identity") or {}
         extra = identity.get("extra_names") if identity else host_vars.get("cluster_ssh_extra_names")
-        names, unused_facts[host] = node_names(host, host_vars, extra or (), trust_fact_names)
+        names, unused_facts[host] = node_names(host, host_vars, extra or (), trust_fact_names, resolve)
         for name in names:
             if owner.get(name, host) != host:
                 raise ValueError(

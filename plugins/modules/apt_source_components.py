@@ -73,7 +73,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils import nvidia_driver as nd
-from ansible_collections.gpufleet.cluster.plugins.module_utils.atomic_file import write_beside
+from ansible_collections.gpufleet.cluster.plugins.module_utils.atomic_file import refuse_untrusted, write_beside
 
 # Where apt reads its sources, and which names there are sources (what apt itself reads).
 SOURCE_DIRS = ("etc/apt", "etc/apt/sources.list.d")
@@ -106,6 +106,7 @@ def main():
     )
     p = module.params
     files = source_files(p["root"])
+    refuse_untrusted(module, files)
     found, edits = 0, []
     for path in files:
         try:

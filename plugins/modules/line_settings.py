@@ -113,7 +113,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils import line_settings
-from ansible_collections.gpufleet.cluster.plugins.module_utils.atomic_file import write_beside
+from ansible_collections.gpufleet.cluster.plugins.module_utils.atomic_file import refuse_untrusted, write_beside
 
 
 def plan(spec):
@@ -158,6 +158,7 @@ def main():
     twice = sorted(set(path for path in paths if paths.count(path) > 1))
     if twice:
         module.fail_json(msg="files names %s more than once; nothing was changed" % ", ".join(twice))
+    refuse_untrusted(module, paths)
     plans = []
     for spec in specs:  # every file is read and checked before the first one is written
         try:

@@ -28,6 +28,12 @@ description:
     changed for any item (directories this call made for the candidates are removed again).
   - A changed file is written to a temporary file in its destination directory, validated there, moved over the
     destination atomically, and then given its owner, group and mode. Only the files that differ are touched.
+  - Refuses, before any change, every item whose path another account could replace. That is a directory on the
+    way owned by an account other than root and the one the module runs as, a directory on the way that its group
+    or others may write (sticky ones excepted), a symbolic link on the way that such an account owns, or a link at a
+    directory item's O(files[].dest) that root does not own. Root therefore never writes, chowns, chmods or removes
+    through a user's files; write in a user's home as that user (C(become_user)), where the kernel bounds what a
+    link can reach.
   - Items are applied in the order given. Directory items count as there for the items after them, in check mode
     too, so a directory and the files in it go into one call.
   - Check mode changes nothing and reports what would change. A file or directory whose parent neither exists nor
@@ -267,6 +273,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.managed_files imp
     state_diff,
     wanted_bytes,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.trusted_path import untrusted_step
 
 HIDDEN = "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
 
@@ -349,6 +356,12 @@ def plan(module, files):
     for item in files:
         dest = item["dest"] = os.path.normpath(item["dest"]) if item["state"] != "file" else item["dest"]
         parent = os.path.dirname(os.path.normpath(dest))
+        # Before anything is read: a step another account controls could make the reads and writes below land
+        # anywhere (a directory item's link is followed, as the file module follows it).
+        untrusted = untrusted_step(dest, follow_last=item["state"] == "directory")
+        if untrusted:
+            problems.append(untrusted)
+            continue
         try:
             if item["state"] == "file":
                 data = wanted_bytes(item)

@@ -67,10 +67,9 @@ applied:
   sample: {"kernel.dmesg_restrict": "0"}
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.atomic_file import refuse_untrusted, write_beside
 from ansible_collections.gpufleet.cluster.plugins.module_utils.sysctl import normalize, proc_path, read_live
 
 
@@ -116,6 +115,7 @@ def main():
     if bad:
         module.fail_json(msg="not sysctl keys: %s" % ", ".join(bad))
 
+    refuse_untrusted(module, [path])
     wanted = render(settings, module.params["header"])
     try:
         with open(path) as handle:
@@ -150,12 +150,7 @@ def main():
                                  "was not written" % (key, normalize(settings[key]), exc, path), **result)
         done.append(key)
     if file_changed:
-        directory = os.path.dirname(path) or "."
-        tmp = os.path.join(directory, ".%s.gpufleet-tmp" % os.path.basename(path))
-        with open(tmp, "w") as handle:
-            handle.write(wanted)
-        os.chmod(tmp, 0o644)
-        module.atomic_move(tmp, path)
+        write_beside(module, path, wanted, mode=0o644)
     module.exit_json(**result)
 
 

@@ -122,7 +122,7 @@ def test_scrape_user_must_be_one_of_the_users():
 
 def render(name, **variables):
     base = dict(
-        ansible_managed="Ansible managed", gpu_monitoring_node_exporter_textfile_dir="/var/lib/prometheus/node-exporter",
+        ansible_managed="Ansible managed", gpu_monitoring_node_exporter_textfile_dir="/var/lib/gpufleet/textfile",
         gpu_monitoring_node_exporter_extra_args=[], __gpu_monitoring_web_config_file="/etc/gpufleet-exporters/web-config.yml",
         __gpu_monitoring_web_dir="/etc/gpufleet-exporters", gpu_monitoring_dcgm_exporter_tag="t",
         gpu_monitoring_dcgm_exporter_condition_path="/dev/nvidiactl", __gpu_monitoring_use_hostengine=False,
@@ -138,8 +138,8 @@ def render(name, **variables):
 def test_node_exporter_flags_bind_and_name_the_web_configuration():
     text = render("node-exporter.env.j2", __gpu_monitoring_node_exporter_listen="10.231.9.11:9100",
                   __gpu_monitoring_web_enabled=True)
-    assert ('ARGS="--web.listen-address=10.231.9.11:9100 --collector.textfile.directory=/var/lib/prometheus/'
-            'node-exporter --web.config.file=/etc/gpufleet-exporters/web-config.yml"') in text.splitlines()
+    assert ('ARGS="--web.listen-address=10.231.9.11:9100 --collector.textfile.directory=/var/lib/gpufleet/'
+            'textfile --web.config.file=/etc/gpufleet-exporters/web-config.yml"') in text.splitlines()
     plain = render("node-exporter.env.j2", __gpu_monitoring_node_exporter_listen="10.231.9.11:9100",
                    __gpu_monitoring_web_enabled=False)
     assert "--web.config.file" not in plain

@@ -508,7 +508,7 @@ def drift_file_mode(node):
 
 
 def drift_directory_mode(node):
-    os.chmod(str(node / "prometheus"), 0o777)
+    os.chmod(str(node / "prometheus"), 0o700)
 
 
 def drift_owner(node):

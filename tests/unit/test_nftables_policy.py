@@ -18,6 +18,7 @@ from ansible.plugins.filter.mathstuff import FilterModule as MathFilters
 from ansible.plugins.test.core import TestModule as CoreTests
 
 from ansible_collections.gpufleet.cluster.plugins.filter import cluster
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import name_resolution
 
 from conftest import ROOT
 
@@ -52,7 +53,7 @@ def accept_sets(hostvars, groups, **settings):
     env.filters["gpufleet_trusted_addresses"] = cluster.cluster_trusted_addresses
     env.filters["gpufleet_group_hosts"] = cluster.cluster_group_hosts
     context = dict(hostvars=hostvars, groups=groups, os_hardening_cluster_groups=["gpu_nodes", "login_nodes"],
-                   os_hardening_trusted_networks=[], os_hardening_admin_networks=[])
+                   os_hardening_trusted_networks=[], os_hardening_admin_networks=[], os_hardening_wide_networks=[])
     context.update(settings)
     task = sets_task()
     for name, expression in task["vars"].items():
@@ -81,11 +82,17 @@ def set_elements(text, name):
 HOSTVARS = {
     "gpu1": {"gpufleet_cluster_address": "10.20.0.11", "ansible_host": "192.168.1.11"},
     "gpu2": {"ansible_host": "10.20.0.12"},
-    "login1": {"ansible_host": "login1.example", "ansible_facts": {"default_ipv4": {"address": "10.20.0.5"}}},
+    # Named by DNS: the controller resolves it (below); the outside address it reports about itself is never used.
+    "login1": {"ansible_host": "login1.example", "ansible_facts": {"default_ipv4": {"address": "203.0.113.5"}}},
     "gpu6": {"ansible_host": "fd00:20::16"},
     "outsider": {"ansible_host": "10.20.0.99"},
 }
 GROUPS = {"gpu_nodes": ["gpu1", "gpu2", "gpu6"], "login_nodes": ["login1"], "all": list(HOSTVARS)}
+
+
+@pytest.fixture(autouse=True)
+def controller_resolution(monkeypatch):
+    monkeypatch.setattr(name_resolution, "controller_addresses", {"login1.example": ["10.20.0.5"]}.get)
 
 
 def test_only_the_nodes_own_addresses_reach_every_port():
@@ -134,5 +141,18 @@ def test_an_address_claimed_by_two_nodes_is_refused():
 
 
 def test_a_trusted_network_that_is_no_cidr_is_refused():
-    with pytest.raises(Exception, match=r"'10\.30\.0\.0/33' in the trusted networks is not a CIDR"):
+    with pytest.raises(Exception, match=r"In the trusted networks, '10\.30\.0\.0/33' is not a CIDR network"):
         render(HOSTVARS, GROUPS, os_hardening_trusted_networks=["10.30.0.0/33"])
+
+
+@pytest.mark.parametrize("network", ["10.1.2.3/0", "10.30.0.1/16", "10.0.0.0/8"])
+def test_a_trusted_network_with_host_bits_or_too_wide_is_refused(network):
+    with pytest.raises(Exception, match=r"In the trusted networks, .*(host bits|wider than /16).*Nothing was changed"):
+        render(HOSTVARS, GROUPS, os_hardening_trusted_networks=[network], os_hardening_admin_networks=["192.0.2.0/24"])
+
+
+def test_a_wide_network_named_in_the_opt_in_is_trusted():
+    text = render(HOSTVARS, GROUPS, os_hardening_trusted_networks=["10.0.0.0/8"], os_hardening_wide_networks=["10.0.0.0/8"],
+                  os_hardening_admin_networks=["192.0.2.0/24"])
+    assert set_elements(text, "cluster4")[-1] == "10.0.0.0/8"
+    assert "203.0.113.5" not in text

@@ -20,8 +20,17 @@ ECDSA = ("ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAA
          "dTO1n6UPtSXwLPreuYbhlhEknAZBpPtrI/WyMnxEC+KGyWO8=")
 
 
+# The controller's name resolution: node2 is named by DNS in the inventory and resolves to 10.0.0.12.
+RESOLVED = {"node2.cluster.example": ["10.0.0.12"]}
+
+
+def resolve(name):
+    return RESOLVED.get(name, [])
+
+
 def hostvars(**overrides):
-    """Two nodes: node1 named by address in the inventory, node2 by DNS (its address comes from its facts)."""
+    """Two nodes: node1 named by address in the inventory, node2 by DNS (its address comes from the controller's
+    resolution of that name; the default_ipv4 fact it reports is never used)."""
     base = {
         "node1": {"ansible_host": "10.0.0.11",
                   "ansible_facts": {"hostname": "node1", "fqdn": "node1.cluster.example",
@@ -48,7 +57,7 @@ def identity(host, **values):
 
 
 def test_names_come_from_the_inventory_and_facts_only_where_they_repeat_it():
-    lines = cluster_known_hosts(hostvars(), ["node1", "node2"])
+    lines = cluster_known_hosts(hostvars(), ["node1", "node2"], resolve=resolve)
     assert lines == ["node1,10.0.0.11 " + KEY1, "node2,node2.cluster.example,10.0.0.12 " + KEY2]
 
 
@@ -76,7 +85,7 @@ def test_a_node_reporting_star_as_its_hostname_stops_the_run():
 def test_an_extra_name_that_is_another_nodes_address_is_refused():
     poisoned = hostvars(node1=identity("node1", extra_names=["10.0.0.12"]))
     with pytest.raises(ValueError, match="10.0.0.12 is claimed by both node1 and node2. *"):
-        cluster_known_hosts(poisoned, ["node1", "node2"])
+        cluster_known_hosts(poisoned, ["node1", "node2"], resolve=resolve)
 
 
 def test_an_address_written_differently_is_still_the_same_address():
@@ -108,10 +117,14 @@ def test_localhost_never_becomes_a_name():
 
 
 def test_a_node_cannot_take_an_address_by_its_default_ipv4_fact():
-    # node2 is named by DNS, so its facts give its address; it reports node1's.
-    poisoned = hostvars(node2=facts("node2", default_ipv4={"address": "10.0.0.11"}))
-    with pytest.raises(ValueError, match="10.0.0.11 is claimed by both node1 and node2"):
-        cluster_known_hosts(poisoned, ["node1", "node2"])
+    # node2 is named by DNS and reports node1's address, then an outside one, as its own: neither is used.
+    for claimed in ("10.0.0.11", "203.0.113.66"):
+        poisoned = hostvars(node2=facts("node2", default_ipv4={"address": claimed}))
+        assert cluster_known_hosts(poisoned, ["node1", "node2"], resolve=resolve) == [
+            "node1,10.0.0.11 " + KEY1, "node2,node2.cluster.example,10.0.0.12 " + KEY2]
+        # Without the controller's resolution it has its inventory names only.
+        assert cluster_known_hosts(poisoned, ["node1", "node2"]) == [
+            "node1,10.0.0.11 " + KEY1, "node2,node2.cluster.example " + KEY2]
 
 
 @pytest.mark.parametrize("text, problem", [
@@ -156,9 +169,13 @@ def test_an_unreached_node_with_two_current_keys_stops_the_run():
         cluster_known_hosts(limited, ["node1", "node2"], existing)
 
 
-def test_filters_raise_ansible_errors_with_the_message():
+def test_filters_raise_ansible_errors_with_the_message(monkeypatch):
     from ansible.errors import AnsibleFilterError
+    from ansible_collections.gpufleet.cluster.plugins.plugin_utils import name_resolution
+    monkeypatch.setattr(name_resolution, "controller_addresses", resolve)
     filters = ssh_filter.FilterModule().filters()
+    assert filters["cluster_known_hosts"](["node1", "node2"], hostvars()) == [
+        "node1,10.0.0.11 " + KEY1, "node2,node2.cluster.example,10.0.0.12 " + KEY2]
     with pytest.raises(AnsibleFilterError, match="Nothing was changed"):
         filters["cluster_known_hosts"](["node1", "node2"], hostvars(node1=facts("node1", hostname="*")))
     with pytest.raises(AnsibleFilterError, match="not a single valid"):
