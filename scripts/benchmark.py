@@ -12,9 +12,6 @@ sysctl on a shared node):
   - dev-sec's devsec.hardening.os_hardening and ssh_hardening from the collection at --peer (default: the
     GPUFLEET_PEER_DEVSEC environment variable): converged once, not timed, then its no-op run timed. Without a
     peer the comparison is reported as not measured, and the rest still runs;
-  - site.yml's no-op again without the gpufleet.cluster.preload callback that ansible.cfg enables, and the ratio;
-  - site.yml's no-op again with its modules on the node's own Python instead of preflight's module interpreter
-    (ansible_python_interpreter given as an extra variable, which wins over preflight's set_fact), and the ratio;
   - with --mitogen, site.yml's no-op again under Mitogen's strategy (a documented option, never the default);
   - with --pairs N (and a peer), N - 1 more pairs of the two no-op runs, site.yml's then dev-sec's, each pair's
     ratio printed; the 1-node goals then take the median of the N runs of each (one run's spread, 10 to 20 % on a
@@ -58,10 +55,6 @@ GOAL_NODE_CPU = 10.0  # node CPU seconds per node per no-op run
 PROJECTED_FLEETS = (100, 1000)
 RECHECK_WINDOW = 15 * 60  # seconds: a drift re-check of the whole fleet every 15 minutes
 
-# The 1-node no-op is run once more with this environment: gpufleet.cluster.preload (ansible.cfg) off.
-NO_PRELOAD_ENV = {"ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.timer"}
-# The 1-node no-op is run once more with these arguments: modules on the lab inventory's Python, not preflight's.
-NODE_PYTHON_ARGS = ("-e", "ansible_python_interpreter=/usr/bin/python3")
 PEER_ENV = "GPUFLEET_PEER_DEVSEC"
 PEER_CONTAINER = "gpufleet-lab-peer"
 PEER_HOST = "lab-peer"
@@ -663,13 +656,6 @@ def main(argv):
                                       run["nodes"], size, idle)
             print("  ten slowest no-op tasks:")
             print_slowest(rows)
-            if size == 1:
-                # The same no-op without the preload callback (ansible.posix.timer, which only prints the run's
-                # time, takes its place: callbacks_enabled cannot be emptied from the environment).
-                unloaded = noop_variant("1 node no-op without preload", containers, NO_PRELOAD_ENV, idle)
-                print(ratio_line("with / without the preload callback", figures[1], unloaded))
-                own = noop_variant("1 node no-op, plain python3", containers, {}, idle, *NODE_PYTHON_ARGS)
-                print(ratio_line("module cache / node's own Python", figures[1], own))
             if size == 1 and strategy_dir:
                 mitogen = noop_variant("1 node no-op under Mitogen", containers, mitogen_env(workdir, strategy_dir),
                                        idle)

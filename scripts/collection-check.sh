@@ -28,8 +28,6 @@ cat >"$work/run/smoke.yml" <<'PLAY'
         name: gpufleet.cluster.preflight
       vars:
         preflight_allow_unsupported_os: true
-        # localhost is the machine running the check: its module interpreter stays off it.
-        preflight_module_cache: false
     - name: The facts came back
       ansible.builtin.assert:
         that:

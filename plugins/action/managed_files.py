@@ -83,7 +83,7 @@ class ActionModule(ActionBase):
         # Jinja's search path for includes: each search path entry and its templates/ subdirectory. (A copy: the
         # template action extends the task's own list, which would grow here with every file.)
         searchpath = list(task_vars.get("ansible_search_path", []))
-        searchpath.extend([self._loader._basedir, os.path.dirname(source)])
+        searchpath.extend([self._loader.get_basedir(), os.path.dirname(source)])
         searchpath = [path for entry in searchpath for path in (os.path.join(entry, "templates"), entry)]
 
         temp_vars = task_vars.copy()
@@ -126,38 +126,36 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp  # no effect since ansible-core 2.5
 
-        try:
-            files = self._task.args.get("files")
-            if files is None:
-                raise AnsibleActionFail("files is required (a list of files; an empty list changes nothing)")
-            problems = item_problems(files)
-            if problems:
-                raise AnsibleActionFail("nothing was written: %s" % "; ".join(problems))
-            if not files:
-                result.update(changed=False, files=[], changed_files=[], msg="no files: nothing to check")
+        # ansible-core's task executor calls cleanup() after run(), which removes a remote temporary directory.
+        files = self._task.args.get("files")
+        if files is None:
+            raise AnsibleActionFail("files is required (a list of files; an empty list changes nothing)")
+        problems = item_problems(files)
+        if problems:
+            raise AnsibleActionFail("nothing was written: %s" % "; ".join(problems))
+        if not files:
+            result.update(changed=False, files=[], changed_files=[], msg="no files: nothing to check")
+            return result
+
+        module_files = []
+        for item in files:
+            item = dict(item)
+            src, copy = item.pop("src", None), item.pop("copy", None)
+            if src is not None:
+                item["content"] = self.render(src, item["dest"], task_vars)
+            elif copy is not None:
+                item["content_base64"] = self.read_copy(copy)
+            module_files.append(item)
+
+        if self.runs_here():
+            results = settled(module_files)
+            if results is not None:
+                result.update(changed=False, files=results, changed_files=[],
+                              msg="every item is as asked (read on the controller; no module run)")
+                if self._task.diff:
+                    result["diff"] = []
                 return result
 
-            module_files = []
-            for item in files:
-                item = dict(item)
-                src, copy = item.pop("src", None), item.pop("copy", None)
-                if src is not None:
-                    item["content"] = self.render(src, item["dest"], task_vars)
-                elif copy is not None:
-                    item["content_base64"] = self.read_copy(copy)
-                module_files.append(item)
-
-            if self.runs_here():
-                results = settled(module_files)
-                if results is not None:
-                    result.update(changed=False, files=results, changed_files=[],
-                                  msg="every item is as asked (read on the controller; no module run)")
-                    if self._task.diff:
-                        result["diff"] = []
-                    return result
-
-            result.update(self._execute_module(module_name=MODULE, module_args=dict(files=module_files),
-                                               task_vars=task_vars))
-            return result
-        finally:
-            self._remove_tmp_path(self._connection._shell.tmpdir)
+        result.update(self._execute_module(module_name=MODULE, module_args=dict(files=module_files),
+                                           task_vars=task_vars))
+        return result

@@ -19,8 +19,6 @@ description:
   - With O(packages) it also reads the installed packages in the same call and returns them as RV(packages), in
     the shape M(ansible.builtin.package_facts) gives, but never as a fact (so a fact cache never keeps them for a
     later run).
-  - Returns the path of the Python it runs with as RV(python_executable) (the preflight role installs its module
-    bytecode cache for that interpreter).
   - Changes nothing; needs no NVIDIA software on the node.
 options:
   root:
@@ -93,13 +91,6 @@ ansible_facts:
         virtualization: metal
         machine: x86_64
         kernel: 6.12.48+deb13-amd64
-python_executable:
-  description:
-    - The Python interpreter this module ran with (C(sys.executable)), the one Ansible uses on this node. Empty
-      when Python cannot tell.
-  returned: always
-  type: str
-  sample: /usr/bin/python3
 packages:
   description:
     - The installed packages as M(ansible.builtin.package_facts) gives them (a dict of lists of entries by name);
@@ -140,7 +131,6 @@ import hashlib
 import io
 import os
 import stat
-import sys
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -291,7 +281,7 @@ def main():
         mokutil_output = out + err
 
     facts = gather(root, os_release_path, mokutil_output)
-    result = dict(changed=False, ansible_facts={"gpufleet_node": facts}, python_executable=sys.executable or "")
+    result = dict(changed=False, ansible_facts={"gpufleet_node": facts})
     if module.params["packages"]:
         # A return value, never a fact: roles use this run's list only (preflight keeps it with set_fact).
         result["packages"], warning, result["package_lists_age"], result["apt_state"] = read_packages(module, root)

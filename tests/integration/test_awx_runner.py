@@ -143,9 +143,6 @@ def local_node_inventory(job_dir, awx_env, tmp_path):
     (source / "hosts.yml").write_text(
         "all:\n  children:\n    gpu_nodes:\n      hosts:\n        gpu-local-01:\n"
         "          ansible_connection: local\n          ansible_python_interpreter: %s\n"
-        # The node is the machine running the tests: preflight leaves its module interpreter off it (a check run
-        # would report installing it).
-        "          preflight_module_cache: false\n"
         "    login_nodes:\n      hosts: {}\n" % sys.executable)
     password_file = tmp_path / "vault-password"
     password_file.write_text(VAULT_PASSWORD + "\n")
