@@ -97,7 +97,7 @@ test: venv  ## Everything: lint, syntax, unit, integration, collection, sanity, 
 # dev-sec's hardening collection that `make benchmark` runs beside site.yml: $GPUFLEET_PEER_DEVSEC, else a
 # shared/peers/devsec-hardening folder beside the checkout when there is one; without it the comparison is skipped.
 PEER ?= $(firstword $(GPUFLEET_PEER_DEVSEC) $(wildcard ../shared/peers/devsec-hardening))
-# More options for scripts/benchmark.py, such as --sizes 1,2 or --mitogen.
+# More options for scripts/benchmark.py, such as --sizes 1,2 or --pairs 3.
 BENCHMARK_ARGS ?=
 
 benchmark: venv image  ## No-op figures at 1, 2 and 4 lab nodes beside dev-sec's hardening (PEER=, BENCHMARK_ARGS=)

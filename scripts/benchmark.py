@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """No-op run figures for site.yml on the lab, beside dev-sec's hardening roles on a node of their own.
 
-    python scripts/benchmark.py [--sizes 1,2,4] [--peer PATH] [--pairs N] [--mitogen] [--keep]
+    python scripts/benchmark.py [--sizes 1,2,4] [--peer PATH] [--pairs N] [--keep]
 
 For each fleet size in --sizes (the lab grows from one size to the next), it prints the first converge of the new
 nodes (wall time, split into package download/install tasks and the rest) and the no-op re-run (wall time, task
@@ -12,7 +12,6 @@ sysctl on a shared node):
   - dev-sec's devsec.hardening.os_hardening and ssh_hardening from the collection at --peer (default: the
     GPUFLEET_PEER_DEVSEC environment variable): converged once, not timed, then its no-op run timed. Without a
     peer the comparison is reported as not measured, and the rest still runs;
-  - with --mitogen, site.yml's no-op again under Mitogen's strategy (a documented option, never the default);
   - with --pairs N (and a peer), N - 1 more pairs of the two no-op runs, site.yml's then dev-sec's, each pair's
     ratio printed; the 1-node goals then take the median of the N runs of each (one run's spread, 10 to 20 % on a
     shared development VM, is larger than most changes it is asked to show).
@@ -254,51 +253,6 @@ def peer_env(collections_root, facts_dir):
     }
 
 
-# --- Mitogen (opt-in) ---------------------------------------------------------------------------------------
-
-# Mitogen's strategies go by their own names (mitogen_linear, mitogen_free); ANSIBLE_STRATEGY only changes the
-# default, so site.yml's `strategy: free` plays would run without Mitogen. This shim, found under the name `free`
-# ahead of the built-in one, is Mitogen's mixin over the built-in free strategy, which is what mitogen_free is.
-MITOGEN_FREE_SHIM = '''\
-# Written by scripts/benchmark.py --mitogen: the strategy `free` with Mitogen's mixin (as mitogen_free).
-import importlib.util
-import os
-
-import ansible.plugins.strategy
-import ansible_mitogen.loaders  # noqa: F401  (Mitogen's loaders first, as its own strategy plugins do)
-import ansible_mitogen.strategy
-
-_SPEC = importlib.util.spec_from_file_location(
-    "gpufleet_builtin_free", os.path.join(os.path.dirname(ansible.plugins.strategy.__file__), "free.py"))
-_BUILTIN = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(_BUILTIN)
-
-
-class StrategyModule(ansible_mitogen.strategy.StrategyMixin, _BUILTIN.StrategyModule):
-    pass
-'''
-
-
-def mitogen_strategy_dir():
-    """The folder of Mitogen's strategy plugins in this Python's install, or None when Mitogen is not installed."""
-    try:
-        import ansible_mitogen
-    except ImportError:
-        return None
-    path = os.path.join(os.path.dirname(ansible_mitogen.__file__), "plugins", "strategy")
-    return path if os.path.isdir(path) else None
-
-
-def mitogen_env(workdir, strategy_dir):
-    """The environment of a run under Mitogen: mitogen_linear by default, and `free` plays through the shim."""
-    shim_dir = os.path.join(workdir, "mitogen-strategy")
-    os.makedirs(shim_dir, exist_ok=True)
-    with open(os.path.join(shim_dir, "free.py"), "w") as handle:
-        handle.write(MITOGEN_FREE_SHIM)
-    return {"ANSIBLE_STRATEGY_PLUGINS": os.pathsep.join([shim_dir, strategy_dir]),
-            "ANSIBLE_STRATEGY": "mitogen_linear"}
-
-
 # --- CPU accounting -----------------------------------------------------------------------------------------
 
 def become_subreaper():
@@ -465,6 +419,53 @@ def task_rows(events):
     return rows
 
 
+# Actions that never leave the controller: their results cost no round trip to the node.
+CONTROLLER_ACTIONS = {"ansible.builtin.%s" % name for name in (
+    "set_fact", "assert", "debug", "fail", "include_vars", "validate_argument_spec", "meta", "include_tasks",
+    "include_role", "import_tasks", "import_role", "add_host", "group_by", "pause", "set_stats")}
+
+
+def node_round_trips(data):
+    """How many times one task result started a module on the node itself: none for a skip, a controller-only
+    action or a task delegated to the controller; one per item that ran for a loop."""
+    res = data.get("res") or {}
+    action = data.get("resolved_action") or data.get("task_action") or ""
+    if action in CONTROLLER_ACTIONS or res.get("skipped"):
+        return 0
+    delegated = res.get("_ansible_delegated_vars") or {}
+    if delegated.get("ansible_connection") == "local" or delegated.get("ansible_host") in ("localhost", "127.0.0.1"):
+        return 0
+    if isinstance(res.get("results"), list):
+        return sum(1 for item in res["results"] if not (isinstance(item, dict) and item.get("skipped")))
+    return 1
+
+
+def role_rows(events):
+    """Per role (tasks outside roles under "(play)"), over every host: task results, of which skipped, node round
+    trips (node_round_trips) and the seconds its results took, summed; sorted by round trips, most first."""
+    roles = {}
+    for event in events:
+        data = event.get("event_data", {})
+        row = roles.setdefault(data.get("role") or "(play)", {"role": data.get("role") or "(play)", "results": 0,
+                                                              "skipped": 0, "round_trips": 0, "seconds": 0.0})
+        row["results"] += 1
+        row["skipped"] += event["event"] == "runner_on_skipped"
+        row["round_trips"] += 0 if event["event"] == "runner_on_skipped" else node_round_trips(data)
+        row["seconds"] += float(data.get("duration") or 0.0)
+    return sorted(roles.values(), key=lambda row: (-row["round_trips"], -row["results"], row["role"]))
+
+
+def print_roles(rows, node_count=1):
+    print("  per role, per node: task results (skipped), node round trips, seconds of results")
+    for row in rows:
+        print("    %-26s %6.1f (%5.1f) %6.1f %7.1fs" % (row["role"], row["results"] / node_count,
+                                                       row["skipped"] / node_count, row["round_trips"] / node_count,
+                                                       row["seconds"] / node_count))
+    print("    %-26s %6.1f (%5.1f) %6.1f" % ("all", sum(r["results"] for r in rows) / node_count,
+                                           sum(r["skipped"] for r in rows) / node_count,
+                                           sum(r["round_trips"] for r in rows) / node_count))
+
+
 def summarize(label, seconds, rows, controller, nodes, node_count=1, idle=None):
     """Print a run's two lines; return its figures (CPU per node where the node CPU could be read)."""
     executions = sum(r["hosts"] for r in rows)
@@ -582,17 +583,6 @@ def noop_variant(label, containers, env, idle, *extra):
     return summarize(label, run["seconds"], task_rows(run["events"]), run["controller"], run["nodes"], 1, idle)
 
 
-def ratio_line(what, numerator, denominator):
-    """Wall time, controller CPU and (where both runs have it) node CPU of one run's figures over another's, for the
-    same-run comparisons."""
-    line = "%-30s %s, same run: wall %.2f, controller CPU %.2f" % (
-        "", what, numerator["seconds"] / denominator["seconds"],
-        numerator["controller"] / denominator["controller"] if denominator["controller"] else 0)
-    if numerator.get("nodes_per_node") is not None and denominator.get("nodes_per_node"):
-        line += ", node CPU %.2f" % (numerator["nodes_per_node"] / denominator["nodes_per_node"])
-    return line
-
-
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=parse_sizes, default=[1, 2, 4],
@@ -600,8 +590,6 @@ def main(argv):
     parser.add_argument("--peer", default=os.environ.get(PEER_ENV) or None,
                         help="dev-sec's hardening collection (a devsec.hardening checkout) to run beside site.yml "
                              "on a node of its own (default: $%s)" % PEER_ENV)
-    parser.add_argument("--mitogen", action="store_true",
-                        help="run the 1-node no-op again under Mitogen's strategy (needs the mitogen package)")
     parser.add_argument("--pairs", type=int, default=1,
                         help="pairs of 1-node no-op runs (site.yml's, then dev-sec's) the goals take the median of "
                              "(default 1; more than 1 needs a peer)")
@@ -626,11 +614,6 @@ def main(argv):
         print("peer: dev-sec's hardening collection not measured (%s)" % peer_why_not)
         if args.pairs > 1:
             print("pairs: one run of the 1-node no-op only (--pairs needs the peer)")
-    strategy_dir = mitogen_strategy_dir() if args.mitogen else None
-    if args.mitogen and not strategy_dir:
-        print("mitogen: not measured (the mitogen package is not installed for %s)" % sys.executable)
-    elif args.mitogen and 1 not in args.sizes:
-        print("mitogen: not measured (no 1-node run in --sizes)")
     if not become_subreaper():
         print("note: cannot become the reaper of the SSH masters: their CPU is missing from the controller's")
     subprocess.check_call(LAB + ["down"], stdout=subprocess.DEVNULL)
@@ -656,10 +639,7 @@ def main(argv):
                                       run["nodes"], size, idle)
             print("  ten slowest no-op tasks:")
             print_slowest(rows)
-            if size == 1 and strategy_dir:
-                mitogen = noop_variant("1 node no-op under Mitogen", containers, mitogen_env(workdir, strategy_dir),
-                                       idle)
-                print(ratio_line("Mitogen / plain SSH", mitogen, figures[1]))
+            print_roles(role_rows(run["events"]), size)
             if size == 1 and peer_path:
                 peer, peer_noop = run_peer(workdir, peer_path)
                 if args.pairs > 1:

@@ -75,3 +75,41 @@ def test_summary_line_with_node_cpu_and_idle_load(capsys):
     out = capsys.readouterr().out
     assert figures["nodes_per_node"] == 3.0 and figures["cpu"] == 10.0
     assert "nodes 6.0s (3.0s per node, of which 0.5s their services' idle load)" in out
+
+
+def role_events():
+    _unused, body = fixture_parts("runner-events", "role-play.jsonl")
+    return [json.loads(line) for line in body.splitlines() if line.strip()]
+
+
+def test_node_round_trips_leave_out_skips_controller_actions_and_delegation():
+    trips = {}
+    for event in role_events():
+        data = event["event_data"]
+        trips.setdefault(data["task"], set()).add(
+            0 if event["event"] == "runner_on_skipped" else benchmark.node_round_trips(data))
+    assert trips == {
+        "Remember a value": {0},                          # set_fact
+        "Run a command on the node": {1},
+        "Run a command per item, one item skipped": {1},  # one item ran, one was skipped
+        "Run on the controller": {0},                     # delegated to localhost
+        "Skip on every host": {0},
+        "Check the value": {0},                           # assert
+        "Ping outside the role": {1},
+    }
+
+
+def test_role_rows_count_results_skips_and_round_trips_per_role():
+    rows = benchmark.role_rows(role_events())
+    assert [row["role"] for row in rows] == ["demo", "(play)"]
+    demo, play = rows
+    assert (demo["results"], demo["skipped"], demo["round_trips"]) == (12, 2, 4)
+    assert (play["results"], play["skipped"], play["round_trips"]) == (2, 0, 2)
+    assert demo["seconds"] > 0
+
+
+def test_role_lines_per_node(capsys):
+    benchmark.print_roles(benchmark.role_rows(role_events()), node_count=2)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split() == ["demo", "6.0", "(", "1.0)", "2.0", lines[1].split()[-1]]
+    assert lines[-1].split() == ["all", "7.0", "(", "1.0)", "3.0"]

@@ -1,7 +1,6 @@
-"""scripts/benchmark.py: the goals, the fitted line and its projection, the peer's run set-up and the Mitogen
-option (everything but the lab runs themselves)."""
+"""scripts/benchmark.py: the goals, the fitted line and its projection and the peer's run set-up (everything but
+the lab runs themselves)."""
 import argparse
-import importlib.util
 import os
 import subprocess
 import sys
@@ -151,28 +150,6 @@ def test_peer_address_is_free_in_the_lab_subnet():
     assert benchmark.peer_address().startswith(str(lab.SUBNET.network_address)[:-1])
 
 
-def test_mitogen_env_puts_the_free_shim_ahead_of_mitogens_strategies(tmp_path):
-    env = benchmark.mitogen_env(str(tmp_path), "/site-packages/ansible_mitogen/plugins/strategy")
-    shim_dir = str(tmp_path / "mitogen-strategy")
-    assert env == {"ANSIBLE_STRATEGY_PLUGINS": shim_dir + os.pathsep + "/site-packages/ansible_mitogen/plugins/strategy",
-                   "ANSIBLE_STRATEGY": "mitogen_linear"}
-    assert os.path.isfile(os.path.join(shim_dir, "free.py"))
-
-
-def test_the_free_shim_is_mitogens_mixin_over_the_builtin_free_strategy(tmp_path):
-    pytest.importorskip("ansible_mitogen", reason="mitogen (requirements-test.txt) is not installed")
-    assert benchmark.mitogen_strategy_dir() is not None
-    benchmark.mitogen_env(str(tmp_path), benchmark.mitogen_strategy_dir())
-    spec = importlib.util.spec_from_file_location("shim_free", str(tmp_path / "mitogen-strategy" / "free.py"))
-    shim = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(shim)
-    import ansible_mitogen.strategy
-    mro = [cls.__module__ + "." + cls.__name__ for cls in shim.StrategyModule.__mro__]
-    assert shim.StrategyModule.__mro__[1] is ansible_mitogen.strategy.StrategyMixin
-    assert "gpufleet_builtin_free.StrategyModule" in mro
-    assert "ansible.plugins.strategy.linear.StrategyModule" not in mro
-
-
 def test_left_over_ssh_masters_are_ended_and_reaped(tmp_path):
     # A stand-in for an SSH ControlPersist master: a process named ssh that outlives the run.
     fake_ssh = tmp_path / "ssh"
@@ -184,37 +161,3 @@ def test_left_over_ssh_masters_are_ended_and_reaped(tmp_path):
     assert proc.pid not in benchmark._child_processes()
     with pytest.raises(ProcessLookupError):
         os.kill(proc.pid, 0)
-
-
-def test_ratio_line_compares_two_runs_of_the_same_benchmark():
-    line = benchmark.ratio_line("Mitogen / plain SSH", {"seconds": 36.3, "controller": 32.3},
-                                {"seconds": 64.2, "controller": 39.0})
-    assert line == " " * 30 + " Mitogen / plain SSH, same run: wall 0.57, controller CPU 0.83"
-    assert benchmark.ratio_line("x", {"seconds": 1.0, "controller": 5.0},
-                                {"seconds": 2.0, "controller": 0.0}).endswith("controller CPU 0.00")
-    line = benchmark.ratio_line("module cache / node's own Python",
-                                {"seconds": 34.2, "controller": 24.1, "nodes_per_node": 13.1},
-                                {"seconds": 41.3, "controller": 24.1, "nodes_per_node": 20.8})
-    assert line.endswith("same run: wall 0.83, controller CPU 1.00, node CPU 0.63")
-
-
-def test_median_figures_take_each_figure_s_median_and_keep_none():
-    runs = [{"seconds": 30.8, "controller": 17.2, "nodes_per_node": 14.6},
-            {"seconds": 28.6, "controller": 16.1, "nodes_per_node": None},
-            {"seconds": 29.0, "controller": 16.5, "nodes_per_node": 14.0}]
-    assert benchmark.median_figures(runs) == {"seconds": 29.0, "controller": 16.5, "nodes_per_node": None}
-    assert benchmark.median_figures(runs[:1]) == runs[0]
-
-
-def test_pair_lines_give_each_pair_and_the_median_ratio():
-    ours = [{"seconds": 30.8}, {"seconds": 28.6}, {"seconds": 29.0}]
-    theirs = [{"seconds": 50.1}, {"seconds": 56.8}, {"seconds": 50.0}]
-    lines = benchmark.pair_lines(ours, theirs)
-    assert lines[0] == "  pair 1: site.yml 30.8s / dev-sec 50.1s = 0.61"
-    assert lines[1] == "  pair 2: site.yml 28.6s / dev-sec 56.8s = 0.50"
-    assert lines[3].startswith("  median of the 3 pairs' ratios: 0.58 (lowest 0.50, highest 0.61)")
-
-
-def test_pairs_must_be_one_or_more():
-    with pytest.raises(SystemExit):
-        benchmark.main(["--pairs", "0"])
