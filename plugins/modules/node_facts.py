@@ -113,6 +113,24 @@ package_lists_age:
   returned: when packages is true
   type: int
   sample: 1200
+ssh_session:
+  description:
+    - The SSH session this module runs under, as the node sees it (module_utils/ssh_session): the controller's
+      address and source port, the address and port sshd accepted the connection on, and the account Ansible logs
+      in as (the one it becomes root from). Read from the environment of the login shell sshd started, the nearest
+      ancestor of the module that has C(SSH_CONNECTION). The roles keep the operator from locking Ansible out with
+      it.
+    - Null when the connection is not SSH (docker exec, a local connection) or O(root) is not C(/). Not a fact: it
+      belongs to this run's connection, not to the node.
+  returned: always
+  type: dict
+  sample:
+    client_address: 10.0.0.5
+    client_port: 51234
+    server_address: 10.0.0.11
+    server_port: 22
+    uid: 1001
+    user: admin
 apt_state:
   description:
     - The SHA-256 of what decides which packages an upgrade would install, that is the size, modification time and
@@ -135,6 +153,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils import installed_packages, sysfs
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ssh_session import ssh_session
 
 
 def gather(root, os_release_path, mokutil_output=None, uname=None):
@@ -281,7 +300,8 @@ def main():
         mokutil_output = out + err
 
     facts = gather(root, os_release_path, mokutil_output)
-    result = dict(changed=False, ansible_facts={"gpufleet_node": facts})
+    result = dict(changed=False, ansible_facts={"gpufleet_node": facts},
+                  ssh_session=ssh_session() if root == "/" else None)
     if module.params["packages"]:
         # A return value, never a fact: roles use this run's list only (preflight keeps it with set_fact).
         result["packages"], warning, result["package_lists_age"], result["apt_state"] = read_packages(module, root)
