@@ -115,13 +115,13 @@ package_lists_age:
   sample: 1200
 ssh_session:
   description:
-    - The SSH session this module runs under, as the node sees it (module_utils/ssh_session): the controller's
-      address and source port, the address and port sshd accepted the connection on, and the account Ansible logs
-      in as (the one it becomes root from). Read from the environment of the login shell sshd started, the nearest
+    - The SSH session this module runs under, as the node sees it (module_utils/ssh_session), that is the
+      controller's address and source port, the address and port sshd accepted the connection on, and the account
+      Ansible logs in as (the one it becomes root from). Read from the environment of the login shell sshd started, the nearest
       ancestor of the module that has C(SSH_CONNECTION). The roles keep the operator from locking Ansible out with
       it.
-    - Null when the connection is not SSH (docker exec, a local connection) or O(root) is not C(/). Not a fact: it
-      belongs to this run's connection, not to the node.
+    - Null when the connection is not SSH (docker exec, a local connection) or O(root) is not C(/). Not a fact, as
+      it belongs to this run's connection, not to the node.
   returned: always
   type: dict
   sample:
