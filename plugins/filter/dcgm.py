@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
-"""Filters the gpu_monitoring role uses; the logic lives in module_utils/dcgm.py.
+"""Filters the gpu_monitoring role uses; the logic lives in plugin_utils/dcgm.py.
 
 gpufleet.cluster.dcgm_cuda_major, dcgm_package, dcgm_cuda_repo_arch, dcgm_go_arch,
 dcgm_node_exporter_tarball_url and dcgm_tarball_checksum.
@@ -13,7 +13,7 @@ __metaclass__ = type
 
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors import as_filter
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dcgm
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import dcgm
 
 
 def cuda_major(branch, override=""):

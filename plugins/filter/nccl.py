@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
-"""Filters that read NCCL_DEBUG=INFO output and the busbw floors; the logic lives in module_utils/nccl.py
+"""Filters that read NCCL_DEBUG=INFO output and the busbw floors; the logic lives in plugin_utils/nccl.py
 and module_utils/topology_policy.py.
 
 gpufleet.cluster.nccl_debug, nccl_transport_problems, nccl_transport_summary and busbw_floor.
@@ -13,12 +13,12 @@ __metaclass__ = type
 
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors import as_filter
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import nccl
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import nccl
 from ansible_collections.gpufleet.cluster.plugins.module_utils import topology_policy
 
 
 def nccl_debug(text):
-    """The transports NCCL chose, read from NCCL_DEBUG=INFO output (see module_utils/nccl.py)."""
+    """The transports NCCL chose, read from NCCL_DEBUG=INFO output (see plugin_utils/nccl.py)."""
     return nccl.parse_nccl_debug(text)
 
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
-"""Filters for the SSH roles; the work is done in module_utils/ssh_policy.py (pure functions) and, for the key pair
+"""Filters for the SSH roles; the work is done in plugin_utils/ssh_policy.py (pure functions) and, for the key pair
 on the controller, plugin_utils/ssh_keypair.py.
 
 Each filter's documentation is plugins/filter/<filter name>.yml (ansible-doc -t filter gpufleet.cluster.<name>).
@@ -12,11 +12,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_own_addresses
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.cluster import node_own_addresses
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils import name_resolution
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors import as_filter
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.ssh_keypair import keypair_drift
-from ansible_collections.gpufleet.cluster.plugins.module_utils.ssh_policy import (
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.ssh_policy import (
     addresses_in_networks,
     cluster_known_hosts,
     known_hosts_lines,

@@ -2,7 +2,7 @@
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
 """Filters that turn the validate role's registered check results into step verdicts; the logic lives in
-module_utils/verdicts.py.
+plugin_utils/verdicts.py.
 
 gpufleet.cluster.topology_verdict, fabric_verdict, image_verdict, dcgm_diag_verdict, sshd_audit_verdict and
 exporters_verdict. Each returns {"status": "passed"|"failed"|"skipped", "reason": ..., "detail": {...}}:
@@ -20,7 +20,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import verdicts as vd
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import verdicts as vd
 
 
 class FilterModule(object):

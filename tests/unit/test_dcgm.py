@@ -1,9 +1,9 @@
-"""module_utils/dcgm.py and its filters: the DCGM 4 build follows the driver branch, arch names follow the machine."""
+"""plugin_utils/dcgm.py and its filters: the DCGM 4 build follows the driver branch, arch names follow the machine."""
 import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.cluster.plugins.filter.dcgm import FilterModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dcgm
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import dcgm
 
 FILTERS = FilterModule().filters()
 

@@ -1,4 +1,4 @@
-"""Input that reaches root-owned files or trust lists is refused before any change (module_utils/input_policy.py).
+"""Input that reaches root-owned files or trust lists is refused before any change (plugin_utils/input_policy.py).
 
 First the pure functions: each kind of value, networks, root-equivalent groups. Then each role's first check task,
 rendered with its own expressions (tests/unit/role_check.py): the bad value is refused with a message that says what
@@ -7,7 +7,7 @@ to write instead and ends with "Nothing was changed", and the role's defaults (o
 import pytest
 
 from ansible_collections.gpufleet.cluster.plugins.filter import input_policy as input_filters
-from ansible_collections.gpufleet.cluster.plugins.module_utils import input_policy
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import input_policy
 
 from role_check import refusal
 

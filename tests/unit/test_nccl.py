@@ -1,4 +1,4 @@
-"""NCCL_DEBUG=INFO readers in module_utils/nccl.py and the filters in plugins/filter/nccl.py, over real logs
+"""NCCL_DEBUG=INFO readers in plugin_utils/nccl.py and the filters in plugins/filter/nccl.py, over real logs
 (tests/fixtures/nccl)."""
 import os
 
@@ -6,7 +6,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.cluster.plugins.filter import nccl as nccl_filter
-from ansible_collections.gpufleet.cluster.plugins.module_utils import nccl
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import nccl
 from ansible_collections.gpufleet.cluster.plugins.module_utils import topology_policy
 
 from conftest import FIXTURES as ALL_FIXTURES, fixture_parts

@@ -20,7 +20,8 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dcgm, sysfs
+from ansible_collections.gpufleet.cluster.plugins.module_utils import sysfs
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import dcgm
 
 from conftest import COLLECTIONS, ROOT, fixture_parts
 

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""Unit tests for plugins/module_utils/ssh_policy.py and the filters in plugins/filter/ssh.py.
+"""Unit tests for plugins/plugin_utils/ssh_policy.py and the filters in plugins/filter/ssh.py.
 
 The outputs are real captures from Debian 13 (OpenSSH 10.0p2 Debian-7+deb13u4) node containers built from
 images/node (gpufleet-node:trixie), kept in tests/fixtures/ssh/ with the command and source on top of each: once
@@ -10,7 +10,7 @@ import pytest
 from conftest import fixture_parts
 
 from ansible_collections.gpufleet.cluster.plugins.filter import ssh as ssh_filter
-from ansible_collections.gpufleet.cluster.plugins.module_utils.ssh_policy import (
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.ssh_policy import (
     addresses_in_networks,
     expected_auth_methods,
     known_hosts_lines,

@@ -7,7 +7,7 @@ for these tests; the ECDSA key with ``ssh-keygen -t ecdsa`` (nistp256) the same 
 import pytest
 
 from ansible_collections.gpufleet.cluster.plugins.filter import ssh as ssh_filter
-from ansible_collections.gpufleet.cluster.plugins.module_utils.ssh_policy import (
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.ssh_policy import (
     cluster_known_hosts,
     known_hosts_name,
     node_names,

@@ -4,7 +4,7 @@ import os
 import pytest
 
 from ansible_collections.gpufleet.cluster.plugins.filter import validate as validate_filters
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_runs as v
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import validate_runs as v
 
 from conftest import FIXTURES
 

@@ -1,4 +1,4 @@
-"""Step verdicts of the validate role (module_utils/verdicts.py, filter plugin filter/verdicts.py).
+"""Step verdicts of the validate role (plugin_utils/verdicts.py, filter plugin filter/verdicts.py).
 
 Every input is shaped like the result the role's task registers: a command's rc/stdout/stderr/stdout_lines
 (with ``msg: non-zero return code`` and ``failed_when_result`` when it exits non-zero under
@@ -21,7 +21,7 @@ import yaml
 from ansible_collections.gpufleet.cluster.plugins.filter import verdicts as filters
 from ansible_collections.gpufleet.cluster.plugins.module_utils import cosign as cs
 from ansible_collections.gpufleet.cluster.plugins.module_utils import topology_policy
-from ansible_collections.gpufleet.cluster.plugins.module_utils import verdicts as vd
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import verdicts as vd
 from ansible_collections.gpufleet.cluster.plugins.modules import rdma_facts
 
 from conftest import FIXTURES, ROOT

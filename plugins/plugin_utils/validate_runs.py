@@ -15,8 +15,8 @@ __metaclass__ = type
 import base64
 import json
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_address
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl import (
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.cluster import node_address
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.nccl import (
     parse_nccl_debug, transport_problems, transport_summary)
 
 DDP_PREFIX = "GPUFLEET_DDP_RESULT "

@@ -17,7 +17,7 @@ import ipaddress
 import re
 import struct
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_own_addresses
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.cluster import node_own_addresses
 
 # sshd -T keywords that may appear more than once; their values are kept as a list.
 MULTI_VALUED = ("hostkey", "listenaddress", "port", "acceptenv", "subsystem", "include", "allowgroups",
@@ -253,7 +253,7 @@ def node_names(host, host_vars, extra_names=(), trust_fact_names=False, resolve=
     """Names and addresses a node is known by in ssh_known_hosts, and the fact names left out.
 
     From the inventory: the inventory name, ansible_host, gpufleet_cluster_address and the node's own addresses
-    (module_utils/cluster.node_own_addresses: inventory addresses, else those ``resolve``, the controller's resolver,
+    (plugin_utils/cluster.node_own_addresses: inventory addresses, else those ``resolve``, the controller's resolver,
     gives for a node named by DNS; never its facts), then ``extra_names`` (cluster_ssh_extra_names). The hostname
     and FQDN the node reports about itself are used only where they equal one of those or ``trust_fact_names`` is
     set; the others come back in the second list so the caller can refuse one that names another node. Every value
