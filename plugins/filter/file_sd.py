@@ -294,7 +294,6 @@ class FilterModule(object):
         return {
             "file_sd_targets": as_filter(file_sd_targets),
             "file_sd_merge": as_filter(file_sd_merge),
-            "address_in_network": as_filter(address_in_network),
             "gpu_summary": as_filter(gpu_summary),
             "exporter_listen_address": as_filter(exporter_listen_address),
             "exporter_listen_host": as_filter(listen_host),

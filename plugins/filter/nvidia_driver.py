@@ -5,8 +5,7 @@
 
 gpufleet.cluster.nvidia_driver_plan, nvidia_driver_branch_problem, nvidia_driver_kernel_flavour,
 nvidia_driver_upstream_version, nvidia_driver_branch_of, nvidia_driver_loaded_version,
-nvidia_driver_fabricmanager_spec, nvidia_driver_managed_packages, nvidia_driver_apt_components,
-nvidia_driver_cuda_repo_distro and nvidia_driver_cuda_repo_arch.
+nvidia_driver_fabricmanager_spec, nvidia_driver_cuda_repo_distro and nvidia_driver_cuda_repo_arch.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -35,8 +34,6 @@ class FilterModule(object):
             "nvidia_driver_branch_of": nd.branch_of,
             "nvidia_driver_loaded_version": nd.loaded_version,
             "nvidia_driver_fabricmanager_spec": as_filter(nd.fabricmanager_spec),
-            "nvidia_driver_managed_packages": nd.managed_packages,
-            "nvidia_driver_apt_components": nd.add_apt_components,
             "nvidia_driver_cuda_repo_distro": as_filter(nd.cuda_repo_distro),
             "nvidia_driver_cuda_repo_arch": nd.cuda_repo_arch,
         }

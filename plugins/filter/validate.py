@@ -13,9 +13,6 @@ from ansible_collections.gpufleet.cluster.plugins.plugin_utils import validate_r
 class FilterModule(object):
     def filters(self):
         return {
-            "ddp_result": validate_runs.ddp_result,
-            "mpi_result": validate_runs.mpi_result,
-            "mpi_hostfile_hosts": validate_runs.mpi_hostfile_hosts,
             "mpi_hosts_for": validate_runs.mpi_hosts_for,
             "ddp_verdict": validate_runs.ddp_verdict,
             "mpi_verdict": validate_runs.mpi_verdict,

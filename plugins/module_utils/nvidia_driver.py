@@ -255,11 +255,6 @@ def fabricmanager_spec(name, pin, driver_version):
     return "%s=%s-*" % (name, upstream)
 
 
-def managed_packages(names):
-    """Keep the package names that belong to the NVIDIA driver stack."""
-    return sorted(n for n in (names or []) if MANAGED_PACKAGE_RE.match(n))
-
-
 def _components_line(line, suites, wanted):
     """Rewrite one-line-format 'deb ...' entries of the suites to carry the wanted components."""
     stripped = line.strip()

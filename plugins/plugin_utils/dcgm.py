@@ -24,12 +24,10 @@ import re
 
 # (first driver branch, CUDA major its driver reports), newest first.
 CUDA_MAJOR_BY_BRANCH = ((580, 13), (525, 12), (450, 11))
-DCGM_PACKAGE_PREFIX = "datacenter-gpu-manager-4-cuda"
 DCGM_CUDA_MAJORS = (11, 12, 13)
 
-# Kernel machine name (uname -m, gpufleet_node.machine) -> directory of NVIDIA's CUDA repository and the
-# architecture in Prometheus' release tarball names (node_exporter-<v>.linux-<arch>.tar.gz).
-CUDA_REPO_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "sbsa", "arm64": "sbsa"}
+# Kernel machine name (uname -m, gpufleet_node.machine) -> the architecture in Prometheus' release tarball names
+# (node_exporter-<v>.linux-<arch>.tar.gz).
 GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 
 _BRANCH_RE = re.compile(r"^\s*[rR]?(\d{3})(?:[.\s].*)?$")
@@ -68,21 +66,6 @@ def dcgm_cuda_major(override, branch):
                              % (major, ", ".join(str(m) for m in DCGM_CUDA_MAJORS)))
         return major
     return cuda_major_for_branch(branch)
-
-
-def dcgm_package(override, branch):
-    """DCGM 4 package name for the driver branch (or an explicit CUDA major): datacenter-gpu-manager-4-cuda13."""
-    return "%s%d" % (DCGM_PACKAGE_PREFIX, dcgm_cuda_major(override, branch))
-
-
-def cuda_repo_arch(machine, override=""):
-    """CUDA repository architecture directory: ``override`` when set, else from the kernel machine name."""
-    if override not in (None, "", "auto"):
-        return str(override)
-    try:
-        return CUDA_REPO_ARCH[str(machine)]
-    except KeyError:
-        raise ValueError("NVIDIA's CUDA repository has no directory for machine %r (x86_64 or aarch64)" % (machine,))
 
 
 def go_arch(machine):

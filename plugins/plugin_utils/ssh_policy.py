@@ -134,61 +134,6 @@ def runtime_drift(probe, effective):
     return drift
 
 
-def known_hosts_lines(nodes, existing_text=""):
-    """Lines of an ``ssh_known_hosts`` file for the cluster.
-
-    ``nodes``: one dict per node, ``{names: [name or address, ...], key: "ssh-ed25519 AAAA... [comment]"}``.
-    A node whose ``key`` is empty was not reached by this run: its lines are kept from
-    ``existing_text`` (matched by any of its names), so a ``--limit`` run never drops a node it did
-    not see. Lines for names outside ``nodes`` are dropped. Returns sorted, de-duplicated lines.
-    """
-    lines = set()
-    unseen = set()
-    for node in nodes:
-        names = [str(name).strip() for name in node.get("names") or [] if str(name).strip()]
-        if not names:
-            raise ValueError("a node has no name or address for ssh_known_hosts: %r" % (node,))
-        key = " ".join(str(node.get("key") or "").split()[:2])
-        if key:
-            if len(key.split()) != 2:
-                raise ValueError("host key of %s is not '<type> <base64>': %r" % (names[0], node.get("key")))
-            lines.add("%s %s" % (",".join(_unique(names)), key))
-        else:
-            unseen.update(names)
-    for raw in (existing_text or "").splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#") or line.startswith("|") or line.startswith("@"):
-            continue
-        fields = line.split()
-        if len(fields) < 3:
-            continue
-        if set(fields[0].split(",")) & unseen:
-            lines.add(" ".join(fields[:3]))
-    return sorted(lines)
-
-
-def addresses_in_networks(addresses, networks):
-    """The addresses (strings) that fall inside any of the CIDR ``networks``, in input order."""
-    nets = [ipaddress.ip_network(str(net), strict=False) for net in networks or [] if str(net).strip()]
-    found = []
-    for address in addresses or []:
-        try:
-            ip = ipaddress.ip_address(str(address).strip())
-        except ValueError:
-            continue
-        if any(ip.version == net.version and ip in net for net in nets) and str(ip) not in found:
-            found.append(str(ip))
-    return found
-
-
-def _unique(items):
-    seen = []
-    for item in items:
-        if item not in seen:
-            seen.append(item)
-    return seen
-
-
 # Characters ssh reads as patterns or separators in a known_hosts host field: a name holding one could match,
 # and so take over, other hosts.
 PATTERN_CHARS = "*?![],"

@@ -278,3 +278,11 @@ def test_the_state_read_says_whether_an_earlier_gpu_policy_left_its_unit(monkeyp
     (tmp_path / unit.lstrip("/")).write_text("[Unit]\n")
     assert exists(gpu_policy_unit=unit) is True
     assert exists() is False  # no path given: nothing is read
+
+
+def test_only_the_driver_stack_is_held_never_the_container_toolkit():
+    installed = dict((name, {"version": "1", "hold": False}) for name in [
+        "nvidia-driver", "libcuda1", "openssh-server", "nvidia-kernel-dkms", "docker.io", "firmware-nvidia-gsp",
+        "nvidia-container-toolkit", "libnvidia-container1", "extra-tool"])
+    assert ds.managed_installed(installed, ["extra-tool", "not-installed"]) == [
+        "extra-tool", "firmware-nvidia-gsp", "libcuda1", "nvidia-driver", "nvidia-kernel-dkms"]

@@ -288,6 +288,3 @@ def test_unknown_versions(value):
     assert nd.branch_of(value) is None
 
 
-def test_managed_packages_keeps_only_the_driver_stack():
-    held = ["nvidia-driver", "libcuda1", "openssh-server", "nvidia-kernel-dkms", "docker.io", "firmware-nvidia-gsp"]
-    assert nd.managed_packages(held) == ["firmware-nvidia-gsp", "libcuda1", "nvidia-driver", "nvidia-kernel-dkms"]

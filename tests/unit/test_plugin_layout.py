@@ -1,11 +1,17 @@
-"""Where the collection's Python lives (docs/development.md, "Modules"): plugins/module_utils/ holds what the
-modules import, directly or through another module_utils file, since that code is shipped to the nodes with
-them; what only the controller's filters, lookups and action plugins import lives in plugins/plugin_utils/."""
+"""Where the collection's Python lives and what its filters are for (docs/development.md, "Modules").
+
+- plugins/module_utils/ holds what the modules import, directly or through another module_utils file, since that
+  code is shipped to the nodes with them; what only the controller's filters, lookups and action plugins import
+  lives in plugins/plugin_utils/.
+- Every filter is public API: a role or a playbook uses it, or a check that has no other tool for the job does.
+"""
 import ast
 import glob
 import os
+import re
 
 from conftest import ROOT
+from test_filter_docs import FILTERS
 
 PLUGINS = os.path.join(ROOT, "plugins")
 PREFIX = "ansible_collections.gpufleet.cluster.plugins."
@@ -57,3 +63,40 @@ def test_module_side_code_never_imports_plugin_utils():
         for name in names(kind):
             imports = collection_imports(os.path.join(PLUGINS, kind, name + ".py"))
             assert not [i for i in imports if i[0] != "module_utils"], "%s/%s.py imports %s" % (kind, name, imports)
+
+
+# Filters no role or playbook uses, kept because a check has no other tool for the job: where, and why.
+KEPT_FOR_CHECKS = {
+    "ssh_kexinit": ("molecule/security/verify.yml",
+                    "reads the algorithms the running sshd offers from `ssh -vv`; nothing builtin parses a server's "
+                    "KEXINIT, and the role's sshd_runtime_drift reads it with the same code"),
+}
+
+
+def texts(*paths):
+    for path in paths:
+        full = os.path.join(ROOT, path)
+        if os.path.isfile(full):
+            yield path, open(full).read()
+        for folder, _dirs, files in os.walk(full):
+            for name in files:
+                if name.endswith((".yml", ".yaml", ".j2")):
+                    with open(os.path.join(folder, name)) as handle:
+                        yield os.path.relpath(os.path.join(folder, name), ROOT), handle.read()
+
+
+def filters_named(*paths):
+    found = set()
+    for _path, text in texts(*paths):
+        found.update(re.findall(r"gpufleet\.cluster\.([a-z0-9_]+)", text))
+    return found
+
+
+def test_every_filter_is_used_by_a_role_or_playbook():
+    used = filters_named("roles", "playbooks", "site.yml")
+    unused = sorted(set(FILTERS) - used - set(KEPT_FOR_CHECKS))
+    assert unused == [], "no role or playbook uses these filters: remove them, their docs and their tests"
+    for name, (path, _why) in KEPT_FOR_CHECKS.items():
+        assert name in FILTERS and name not in used, name
+        assert name in filters_named(path), "%s is kept for %s, which no longer uses it" % (name, path)
+
