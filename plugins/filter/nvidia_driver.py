@@ -4,7 +4,7 @@
 """Filters the nvidia_driver role uses; the logic lives in module_utils/nvidia_driver.py.
 
 gpufleet.cluster.nvidia_driver_plan, nvidia_driver_branch_problem, nvidia_driver_kernel_flavour,
-nvidia_driver_upstream_version, nvidia_driver_branch_of, nvidia_driver_loaded_version,
+nvidia_driver_upstream_version, nvidia_driver_loaded_version,
 nvidia_driver_fabricmanager_spec, nvidia_driver_cuda_repo_distro and nvidia_driver_cuda_repo_arch.
 """
 
@@ -18,8 +18,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import nvidia_dri
 
 
 def branch_problem(branch):
-    """Empty string when the branch is acceptable, else the message (Jinja-friendly)."""
-    return nd.branch_problem(branch) or ""
+    """Empty string when the branch may be asked for, else why not: module_utils/nvidia_driver.py branch_decision,
+    the one place the branch is decided."""
+    return nd.branch_decision(branch)["problem"]
 
 
 class FilterModule(object):
@@ -31,7 +32,6 @@ class FilterModule(object):
             "nvidia_driver_branch_problem": branch_problem,
             "nvidia_driver_kernel_flavour": as_filter(nd.kernel_flavour),
             "nvidia_driver_upstream_version": nd.upstream_version,
-            "nvidia_driver_branch_of": nd.branch_of,
             "nvidia_driver_loaded_version": nd.loaded_version,
             "nvidia_driver_fabricmanager_spec": as_filter(nd.fabricmanager_spec),
             "nvidia_driver_cuda_repo_distro": as_filter(nd.cuda_repo_distro),

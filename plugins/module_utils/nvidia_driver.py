@@ -35,20 +35,80 @@ _VERSION_RE = re.compile(r"^(?:\d+:)?(\d+\.\d+(?:\.\d+)?)")
 _PROC_VERSION_RE = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+\.\d+(?:\.\d+)?)\s")
 
 
-def branch_problem(branch, floor=BRANCH_FLOOR):
-    """Return None when ``branch`` is an acceptable driver branch, else a sentence for the operator."""
-    text = str(branch if branch is not None else "").strip()
+# A branch, or the start of a driver or package version: an optional epoch ('3:'), an optional 'R', then the branch.
+_BRANCH_RE = re.compile(r"^(?:\d+:)?[rR]?(\d{3,})(?:$|[.\-\s])")
+
+
+def driver_branch(value):
+    """The driver branch a branch, driver version or package version names, as an int; None when it names none.
+
+    '580', 580, 'R580', '580.95.05', '580.95.05-0ubuntu0.24.04.2', '3:580.95.05-1.el9' and '570-server' name a
+    branch; '', None, '(none)', 'latest', '58' and '5.80' do not."""
+    match = _BRANCH_RE.match(str(value if value is not None else "").strip())
+    return int(match.group(1)) if match else None
+
+
+def branch_decision(requested, installed_version="", offered_version="", source="", floor=BRANCH_FLOOR):
+    """Every decision about the driver branch, made here once: the nvidia_driver role's input check, its plan, the
+    nvidia_driver_state module (and through it the role's tasks) and the validate role's topology check take theirs
+    from this function.
+
+    requested          the branch asked for (nvidia_driver_branch): digits only, ``floor`` or newer (a check of
+                       what is installed passes None and reads ``installed`` and ``installed_ok`` only).
+    installed_version  the version of the installed (or loaded) driver; '' when there is none.
+    offered_version    the driver version the run leaves installed (the source's candidate when the driver
+                       changes); '' when unknown.
+    source             the package source, for the sentences.
+
+    Returns a dict:
+      requested        the branch asked for, as text ('' for None)
+      problem          why the requested branch is refused; '' when it is acceptable
+      installed        the installed driver's branch as text, None when none is installed or it names no branch
+      installed_ok     the installed driver is of branch ``floor`` or newer
+      matches          the installed driver is of the requested branch
+      change           a driver of another branch than the requested one is installed: its locks are released
+                       and, on dnf, its module stream reset before the requested one is installed
+      offered          the offered driver's branch as text, None when unknown
+      offered_problem  the source offers a driver older than the floor: the run stops; '' when not
+      note             the source offers another branch than the requested one, which is then installed; '' when not
+    """
+    text = "" if requested is None else str(requested).strip()
+    problem = ""
     if not re.match(r"^[0-9]{3,}$", text):
-        return (
-            "nvidia_driver_branch %r is not a driver branch number; set it to a branch such as "
-            "\"580\" (the minimum is %d)" % (text, floor)
-        )
-    if int(text) < floor:
-        return (
-            "nvidia_driver_branch %s is older than the supported minimum %d; gpufleet installs "
-            "branch %d or newer (580 is the current long-term branch)" % (text, floor, floor)
-        )
-    return None
+        problem = ("nvidia_driver_branch %r is not a driver branch number; set it to a branch such as "
+                   "\"580\" (the minimum is %d)" % (text, floor))
+    elif int(text) < floor:
+        problem = ("nvidia_driver_branch %s is older than the supported minimum %d; gpufleet installs "
+                   "branch %d or newer (580 is the current long-term branch)" % (text, floor, floor))
+    installed = _branch_text(installed_version)
+    offered = _branch_text(offered_version)
+    decision = {
+        "requested": text,
+        "problem": problem,
+        "installed": installed,
+        "installed_ok": installed is not None and int(installed) >= floor,
+        "matches": installed == text,
+        "change": bool(installed_version) and installed != text,
+        "offered": offered,
+        "offered_problem": "",
+        "note": "",
+    }
+    if offered_version and (offered is None or int(offered) < floor):
+        decision["offered_problem"] = (
+            "the %s source offers driver %s, older than the supported minimum branch %d; use "
+            "nvidia_driver_source: cuda (NVIDIA's repository or a mirror) on this host. The driver was not installed."
+            % (source, offered_version, floor))
+    if offered_version and offered != text:
+        decision["note"] = (
+            "nvidia_driver_branch is %s but the %s packages carry branch %s (%s); that branch is installed. Set "
+            "nvidia_driver_branch to it, or use nvidia_driver_source: cuda for exactly %s."
+            % (text, source, offered, offered_version, text))
+    return decision
+
+
+def _branch_text(version):
+    branch = driver_branch(version)
+    return None if branch is None else str(branch)
 
 
 def kernel_flavour(kernel_modules, turing_or_newer):
@@ -64,12 +124,6 @@ def upstream_version(package_version):
     """'550.163.01-2' or '3:580.95.05-1.el9' -> '550.163.01'; None when it is not a driver version."""
     match = _VERSION_RE.match(str(package_version or "").strip())
     return match.group(1) if match else None
-
-
-def branch_of(version):
-    """'580.95.05' (or a package version) -> '580'; None when unknown."""
-    upstream = upstream_version(version)
-    return upstream.split(".")[0] if upstream else None
 
 
 def loaded_version(proc_text):
@@ -151,7 +205,7 @@ def driver_plan(os_family, os_id, source, branch, flavour, fabricmanager=False, 
       dkms               True when the kernel module is built by DKMS on the node (headers needed)
       package_manager    'apt' or 'dnf'
     """
-    problem = branch_problem(branch)
+    problem = branch_decision(branch)["problem"]
     if problem:
         raise ValueError(problem)
     if source not in SOURCES:

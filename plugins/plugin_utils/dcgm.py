@@ -22,6 +22,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import nvidia_driver
+
 # (first driver branch, CUDA major its driver reports), newest first.
 CUDA_MAJOR_BY_BRANCH = ((580, 13), (525, 12), (450, 11))
 DCGM_CUDA_MAJORS = (11, 12, 13)
@@ -30,16 +32,14 @@ DCGM_CUDA_MAJORS = (11, 12, 13)
 # (node_exporter-<v>.linux-<arch>.tar.gz).
 GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 
-_BRANCH_RE = re.compile(r"^\s*[rR]?(\d{3})(?:[.\s].*)?$")
-
 
 def driver_branch_number(branch):
-    """The branch number of '580', 580, 'R580', '580.95.05' or '570-server'; ValueError otherwise."""
-    text = str(branch if branch is not None else "").strip()
-    match = _BRANCH_RE.match(text.split("-", 1)[0])
-    if not match:
+    """The branch number of '580', 580, 'R580', '580.95.05' or '570-server' (module_utils/nvidia_driver.py reads it);
+    ValueError otherwise."""
+    number = nvidia_driver.driver_branch(branch)
+    if number is None:
         raise ValueError("not an NVIDIA driver branch: %r (expected e.g. '580' or '570.172.08')" % (branch,))
-    return int(match.group(1))
+    return number
 
 
 def cuda_major_for_branch(branch):

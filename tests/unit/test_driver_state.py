@@ -235,6 +235,15 @@ def test_an_offer_below_the_floor_is_refused_and_another_branch_is_noted():
     assert state["problems"] == [] and "carry branch 535" in state["notes"][0]
 
 
+def test_the_state_carries_the_one_branch_decision():
+    policy = {"nvidia-driver": {"installed": "535.261.03-1~deb12u1", "candidate": "535.261.03-1~deb12u1"}}
+    packages = installed(*DEBIAN_PLAN["packages"], version="535.261.03-1~deb12u1")
+    state = ds.decide(DEBIAN_PLAN, packages, policy, "", kernel(modules={}), dict(OPTIONS, headers=False))
+    assert state["branch"] == nd.branch_decision("550", "535.261.03-1~deb12u1", "535.261.03-1~deb12u1", "debian")
+    assert (state["branch"]["installed"], state["branch"]["matches"], state["branch"]["change"]) == ("535", False, True)
+    assert state["notes"] == [state["branch"]["note"]]
+
+
 def test_persistenced_is_found_where_the_packages_put_it_and_a_masked_unit_is_passed_over(tmp_path):
     def touch(path, text=""):
         full = tmp_path / path.lstrip("/")

@@ -23,21 +23,59 @@ def os_source(family_file):
 
 @pytest.mark.parametrize("branch", ["535", "550", "580", "590", 580])
 def test_supported_branches_pass(branch):
-    assert nd.branch_problem(branch) is None
+    assert nd.branch_decision(branch)["problem"] == ""
 
 
 @pytest.mark.parametrize("branch", ["470", "525", 470, "534"])
 def test_old_branches_are_refused_naming_the_floor(branch):
-    problem = nd.branch_problem(branch)
-    assert problem is not None
+    problem = nd.branch_decision(branch)["problem"]
+    assert problem
     assert "535" in problem
     assert str(branch) in problem
 
 
 @pytest.mark.parametrize("branch", ["latest", "", None, "5.80", "580-server", "58"])
 def test_non_numeric_branches_are_refused(branch):
-    problem = nd.branch_problem(branch)
-    assert problem is not None and "not a driver branch number" in problem and "535" in problem
+    problem = nd.branch_decision(branch)["problem"]
+    assert "not a driver branch number" in problem and "535" in problem
+
+
+def test_the_filter_says_the_same_as_the_decision():
+    from ansible_collections.gpufleet.cluster.plugins.filter.nvidia_driver import FilterModule
+    check = FilterModule().filters()["nvidia_driver_branch_problem"]
+    for branch in ("580", "470", "latest", None):
+        assert check(branch) == nd.branch_decision(branch)["problem"]
+
+
+# The installed driver against the requested branch: install_dnf.yml resets the module stream on a change,
+# reboot.yml reports installed_branch and branch_matches, both from the module's state.branch.
+@pytest.mark.parametrize("installed_version, installed, matches, change", [
+    ("580.95.05-1", "580", True, False),
+    ("3:570.172.08-1.el9", "570", False, True),
+    ("", None, False, False),
+    ("(none)", None, False, True),
+])
+def test_the_installed_branch_against_the_requested_one(installed_version, installed, matches, change):
+    decision = nd.branch_decision("580", installed_version=installed_version)
+    assert (decision["installed"], decision["matches"], decision["change"]) == (installed, matches, change)
+
+
+def test_the_offer_below_the_floor_and_another_branch():
+    low = nd.branch_decision("550", offered_version="470.256.02-1", source="debian")
+    assert low["offered"] == "470"
+    assert low["offered_problem"].startswith("the debian source offers driver 470.256.02-1, older than the supported "
+                                             "minimum branch 535;")
+    assert "carry branch 470 (470.256.02-1)" in low["note"]
+    same = nd.branch_decision("550", offered_version="550.163.01-2", source="debian")
+    assert (same["offered_problem"], same["note"]) == ("", "")
+    assert nd.branch_decision("550")["note"] == nd.branch_decision("550")["offered_problem"] == ""
+
+
+def test_a_check_of_the_installed_driver_takes_its_floor():
+    assert nd.branch_decision(None, installed_version="570.133.20", floor=535)["installed_ok"]
+    assert not nd.branch_decision(None, installed_version="440.33.01", floor=535)["installed_ok"]
+    assert not nd.branch_decision(None, installed_version="570.133.20", floor=580)["installed_ok"]
+    assert not nd.branch_decision(None, installed_version=None)["installed_ok"]
 
 
 def test_default_branch_is_580_and_documented_the_same():
@@ -279,12 +317,23 @@ def test_plan_refuses_old_branch_even_if_called_directly():
 ])
 def test_upstream_version_and_branch(package_version, upstream, branch):
     assert nd.upstream_version(package_version) == upstream
-    assert nd.branch_of(package_version) == branch
+    assert nd.driver_branch(package_version) == int(branch)
+
+
+@pytest.mark.parametrize("value, branch", [("580", 580), (580, 580), ("R580", 580), ("570-server", 570),
+                                           ("440.33.01", 440), (" 535.247.01 ", 535)])
+def test_branches_and_versions_name_a_branch(value, branch):
+    assert nd.driver_branch(value) == branch
 
 
 @pytest.mark.parametrize("value", ["", None, "(none)", "none"])
 def test_unknown_versions(value):
     assert nd.upstream_version(value) is None
-    assert nd.branch_of(value) is None
+    assert nd.driver_branch(value) is None
+
+
+@pytest.mark.parametrize("value", ["latest", "58", "5.80", "abc.1"])
+def test_what_names_no_branch(value):
+    assert nd.driver_branch(value) is None
 
 
