@@ -21,7 +21,7 @@ def input_problems(settings, kind, optional=False):
 
 
 @as_filter
-def network_problems(settings, wide_networks=None, wide_setting="gpufleet_wide_networks", trust=True, optional=False):
+def network_problems(settings, *, wide_networks=None, wide_setting="gpufleet_wide_networks", trust=True, optional=False):
     return input_policy.network_problems(settings, wide_networks or [], wide_setting, bool(trust), bool(optional))
 
 

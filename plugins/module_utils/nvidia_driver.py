@@ -24,6 +24,8 @@ FLAT_NAMES_FROM = 590
 
 SOURCES = ("debian", "ubuntu", "cuda")
 KERNEL_MODULES = ("open", "proprietary", "auto")
+FABRICMANAGER_CHOICES = ("auto", "always", "never")
+UBUNTU_MODULES = ("auto", "dkms", "prebuilt")
 
 # Package names that belong to the driver stack; used to find what this role holds or released.
 MANAGED_PACKAGE_RE = re.compile(
@@ -294,6 +296,42 @@ def driver_plan(os_family, os_id, source, branch, flavour, fabricmanager=False, 
     plan["packages"] = [driver]
     plan["version_package"] = driver
     _add_fabric(plan, _fabric_names(branch), "apt", fabricmanager, fabric, imex)
+    return plan
+
+
+def _flag(value):
+    """A fact read as Ansible's bool filter reads it: True, 1, 'yes', 'on', 'true', 'y', 't', '1' are true."""
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in ("1", "1.0", "y", "yes", "on", "true", "t")
+
+
+def node_driver_plan(node, source, branch, kernel_modules="auto", fabricmanager="auto", ubuntu_modules="auto"):
+    """driver_plan() for a node as preflight describes it (gpufleet_node), with the role's settings as given.
+
+    The settings' ``auto`` is decided here: kernel_modules auto is open when every GPU is Turing or newer;
+    fabricmanager auto installs the fabric manager where preflight found NVSwitches on the PCI bus or an NVLink 5
+    fabric, always and never say so; ubuntu_modules auto takes Canonical's signed prebuilt modules under Secure Boot
+    (no MOK needed) and DKMS otherwise. NVLSM follows gpufleet_node.nvlink_fabric, IMEX gpufleet_node.imex.
+
+    Returns driver_plan()'s dict with the decisions it was made from: ``source``, ``flavour`` (open or
+    proprietary) and ``ubuntu_modules`` (dkms or prebuilt).
+    """
+    if not isinstance(node, dict) or not isinstance(node.get("os"), dict):
+        raise ValueError("nvidia_driver_plan expects gpufleet_node (with os.family and os.id), got %r" % (node,))
+    if fabricmanager not in FABRICMANAGER_CHOICES:
+        raise ValueError("nvidia_driver_fabricmanager must be one of %s" % ", ".join(FABRICMANAGER_CHOICES))
+    if ubuntu_modules not in UBUNTU_MODULES:
+        raise ValueError("nvidia_driver_ubuntu_modules must be one of %s" % ", ".join(UBUNTU_MODULES))
+    flavour = kernel_flavour(kernel_modules, node.get("gpus_turing_or_newer", False))
+    fabric = node.get("nvlink_fabric") or ""
+    wanted = fabricmanager == "always" or (fabricmanager == "auto" and (_flag(node.get("nvswitch", False))
+                                                                      or len(fabric) > 0))
+    if ubuntu_modules == "auto":
+        ubuntu_modules = "prebuilt" if node.get("secure_boot") == "enabled" else "dkms"
+    plan = driver_plan(node["os"].get("family"), node["os"].get("id"), source, branch, flavour, wanted, fabric,
+                       node.get("imex") or False, ubuntu_modules)
+    plan.update(source=source, flavour=flavour, ubuntu_modules=ubuntu_modules)
     return plan
 
 

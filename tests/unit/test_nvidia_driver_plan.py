@@ -113,6 +113,77 @@ def test_kernel_flavour_rejects_unknown():
         nd.kernel_flavour("nouveau", True)
 
 
+# ---- the plan of a node: the settings' auto decided from gpufleet_node -------------------------------------------
+
+def gpufleet_node(os_id="ubuntu", family="Debian", **facts):
+    node = {"os": {"id": os_id, "family": family}, "gpus_turing_or_newer": True, "nvswitch": False,
+            "nvlink_fabric": "", "imex": False, "secure_boot": "disabled"}
+    node.update(facts)
+    return node
+
+
+def test_the_node_plan_is_the_plan_of_its_decisions():
+    plan = nd.node_driver_plan(gpufleet_node(), "ubuntu", "580")
+    assert plan == dict(nd.driver_plan("Debian", "ubuntu", "ubuntu", "580", "open"),
+                        source="ubuntu", flavour="open", ubuntu_modules="dkms")
+
+
+@pytest.mark.parametrize("facts, kernel_modules, flavour", [
+    ({}, "auto", "open"), ({"gpus_turing_or_newer": False}, "auto", "proprietary"),
+    ({"gpus_turing_or_newer": False}, "open", "open"), ({}, "proprietary", "proprietary"),
+])
+def test_kernel_modules_auto_follows_the_gpus(facts, kernel_modules, flavour):
+    assert nd.node_driver_plan(gpufleet_node(**facts), "cuda", "580", kernel_modules)["flavour"] == flavour
+
+
+@pytest.mark.parametrize("facts, setting, fabricmanager", [
+    ({}, "auto", ""), ({"nvswitch": True}, "auto", "nvidia-fabricmanager"),
+    ({"nvswitch": "yes"}, "auto", "nvidia-fabricmanager"), ({"nvswitch": "false"}, "auto", ""),
+    ({"nvlink_fabric": "nvlink5"}, "auto", "nvidia-fabricmanager"), ({"nvswitch": True}, "never", ""),
+    ({}, "always", "nvidia-fabricmanager"),
+])
+def test_fabricmanager_auto_follows_the_switches(facts, setting, fabricmanager):
+    plan = nd.node_driver_plan(gpufleet_node(**facts), "cuda", "580", fabricmanager=setting)
+    assert plan["fabricmanager"] == fabricmanager
+
+
+def test_nvlink5_and_imex_come_from_the_node():
+    plan = nd.node_driver_plan(gpufleet_node(nvlink_fabric="nvlink5", imex=True), "cuda", "580")
+    assert [p["name"] for p in plan["fabric_packages"]] == ["nvidia-fabricmanager", "libnvidia-nscq", "nvlsm",
+                                                           "nvidia-imex"]
+
+
+@pytest.mark.parametrize("secure_boot, setting, modules", [
+    ("enabled", "auto", "prebuilt"), ("disabled", "auto", "dkms"), ("unknown", "auto", "dkms"),
+    ("enabled", "dkms", "dkms"), ("disabled", "prebuilt", "prebuilt"),
+])
+def test_ubuntu_modules_auto_follows_secure_boot(secure_boot, setting, modules):
+    plan = nd.node_driver_plan(gpufleet_node(secure_boot=secure_boot), "ubuntu", "580", ubuntu_modules=setting)
+    assert (plan["ubuntu_modules"], plan["signed_modules"]) == (modules, modules == "prebuilt")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"kernel_modules": "nouveau"}, "nvidia_driver_kernel_modules"),
+    ({"fabricmanager": "sometimes"}, "nvidia_driver_fabricmanager"),
+    ({"ubuntu_modules": "built"}, "nvidia_driver_ubuntu_modules"),
+])
+def test_unknown_settings_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        nd.node_driver_plan(gpufleet_node(), "ubuntu", "580", **kwargs)
+
+
+def test_the_filter_takes_the_node_and_keywords():
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.gpufleet.cluster.plugins.filter.nvidia_driver import FilterModule
+    plan_filter = FilterModule().filters()["nvidia_driver_plan"]
+    assert plan_filter(gpufleet_node(), source="ubuntu", branch="580") == nd.node_driver_plan(
+        gpufleet_node(), "ubuntu", "580")
+    with pytest.raises(TypeError):
+        plan_filter(gpufleet_node(), "ubuntu", "580")  # pylint: disable=too-many-function-args
+    with pytest.raises(AnsibleFilterError, match="gpufleet_node"):
+        plan_filter("Debian", source="ubuntu", branch="580")
+
+
 # ---- default source per OS (vars files) ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("vars_file,source", [

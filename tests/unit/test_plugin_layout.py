@@ -4,9 +4,12 @@
   code is shipped to the nodes with them; what only the controller's filters, lookups and action plugins import
   lives in plugins/plugin_utils/.
 - Every filter is public API: a role or a playbook uses it, or a check that has no other tool for the job does.
+- A filter takes its input and at most three arguments by position; anything more is a keyword (Jinja passes
+  ``x | f(a=1, b=2)`` as keywords), so a call says what each value is.
 """
 import ast
 import glob
+import inspect
 import os
 import re
 
@@ -100,3 +103,12 @@ def test_every_filter_is_used_by_a_role_or_playbook():
         assert name in FILTERS and name not in used, name
         assert name in filters_named(path), "%s is kept for %s, which no longer uses it" % (name, path)
 
+
+def test_filters_take_at_most_three_arguments_by_position():
+    crowded = {}
+    for name, function in FILTERS.items():
+        parameters = inspect.signature(function).parameters.values()
+        positional = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if len(positional) > 4:
+            crowded[name] = positional
+    assert crowded == {}, "make the options after the third argument keyword-only (*)"
