@@ -9,8 +9,8 @@ exporters_verdict. Each returns {"status": "passed"|"failed"|"skipped", "reason"
 
     validate_topology | gpufleet.cluster.topology_verdict
     validate_fabric | gpufleet.cluster.fabric_verdict(validate_gpudirect, validate_fabric_expect)
-    validate_signed | gpufleet.cluster.image_verdict(image, key_configured)
-    validate_dcgm_diag | gpufleet.cluster.dcgm_diag_verdict(enabled, gpu_count, dcgmi_installed)
+    validate_signed | gpufleet.cluster.image_verdict(image=..., key_configured=..., record=...)
+    validate_dcgm_diag | gpufleet.cluster.dcgm_diag_verdict(enabled=..., gpu_count=..., dcgmi_installed=...)
     validate_ssh_audit_remote | gpufleet.cluster.sshd_audit_verdict(local, enabled)
     validate_node_exporter | gpufleet.cluster.exporters_verdict(dcgm_exporter)
 """

@@ -325,8 +325,8 @@ def node_driver_plan(node, source, branch, kernel_modules="auto", fabricmanager=
         raise ValueError("nvidia_driver_ubuntu_modules must be one of %s" % ", ".join(UBUNTU_MODULES))
     flavour = kernel_flavour(kernel_modules, node.get("gpus_turing_or_newer", False))
     fabric = node.get("nvlink_fabric") or ""
-    wanted = fabricmanager == "always" or (fabricmanager == "auto" and (_flag(node.get("nvswitch", False))
-                                                                      or len(fabric) > 0))
+    switches = _flag(node.get("nvswitch", False)) or len(fabric) > 0
+    wanted = fabricmanager == "always" or (fabricmanager == "auto" and switches)
     if ubuntu_modules == "auto":
         ubuntu_modules = "prebuilt" if node.get("secure_boot") == "enabled" else "dkms"
     plan = driver_plan(node["os"].get("family"), node["os"].get("id"), source, branch, flavour, wanted, fabric,

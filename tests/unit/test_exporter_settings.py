@@ -60,7 +60,7 @@ def test_options_are_keywords():
     with pytest.raises(TypeError):
         file_sd.exporter_listen_address(ADDRESSES, "10.231.9.0/24")  # pylint: disable=too-many-function-args
     with pytest.raises(TypeError):
-        file_sd.exporter_scrape_config("j", "t.json")  # pylint: disable=too-many-function-args
+        file_sd.exporter_scrape_config("j", "t.json")  # pylint: disable=too-many-function-args,missing-kwoa
 
 
 def test_listen_all_is_every_address_even_with_a_network():

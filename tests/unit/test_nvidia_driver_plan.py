@@ -149,8 +149,8 @@ def test_fabricmanager_auto_follows_the_switches(facts, setting, fabricmanager):
 
 def test_nvlink5_and_imex_come_from_the_node():
     plan = nd.node_driver_plan(gpufleet_node(nvlink_fabric="nvlink5", imex=True), "cuda", "580")
-    assert [p["name"] for p in plan["fabric_packages"]] == ["nvidia-fabricmanager", "libnvidia-nscq", "nvlsm",
-                                                           "nvidia-imex"]
+    names = [p["name"] for p in plan["fabric_packages"]]
+    assert names == ["nvidia-fabricmanager", "libnvidia-nscq", "nvlsm", "nvidia-imex"]
 
 
 @pytest.mark.parametrize("secure_boot, setting, modules", [
@@ -406,5 +406,3 @@ def test_unknown_versions(value):
 @pytest.mark.parametrize("value", ["latest", "58", "5.80", "abc.1"])
 def test_what_names_no_branch(value):
     assert nd.driver_branch(value) is None
-
-

@@ -6,7 +6,6 @@ images/node (gpufleet-node:trixie), kept in tests/fixtures/ssh/ with the command
 with Debian's stock sshd configuration, once after the ssh_hardening role converged (molecule/security, node1).
 """
 
-import pytest
 from conftest import fixture_parts
 
 from ansible_collections.gpufleet.cluster.plugins.filter import ssh as ssh_filter

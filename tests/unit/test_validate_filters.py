@@ -189,7 +189,8 @@ def test_verdicts_take_keywords_only():
     with pytest.raises(TypeError):
         v.ddp_verdict(ddp_run(), "gloo", "node")  # pylint: disable=too-many-function-args
     with pytest.raises(TypeError):
-        v.mpi_verdict(mpi_run(), "host", ENTRIES, HOSTVARS, HOSTS, "gpu-01")  # pylint: disable=too-many-function-args
+        # pylint: disable-next=too-many-function-args,missing-kwoa
+        v.mpi_verdict(mpi_run(), "host", ENTRIES, HOSTVARS, HOSTS, "gpu-01")
 
 
 # roles/validate/tasks/mpi.yml: the host run needs the hostfile and a node of it; the image run every node ready.
