@@ -37,7 +37,7 @@ run() {  # run NAME CMD...: stdout+stderr to NAME.txt, exit status to NAME.rc
 
 run query-gpu nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,memory.total,driver_version \
     --format=csv,noheader,nounits
-# The nvidia_driver role's GPU policy and persistence check (module_utils/gpu_policy.py QUERY_FIELDS).
+# The nvidia_driver role's GPU policy and persistence check (plugin_utils/gpu_policy.py QUERY_FIELDS).
 run query-gpu-policy nvidia-smi \
     --query-gpu=index,pci.bus_id,persistence_mode,power.limit,power.min_limit,power.max_limit,clocks.applications.memory,clocks.applications.graphics,ecc.mode.current,ecc.mode.pending \
     --format=csv,noheader,nounits

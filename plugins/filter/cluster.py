@@ -1,14 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
-"""Filters about the cluster's nodes; the work is done in module_utils/cluster.py, names are resolved by the
+"""Filters about the cluster's nodes; the work is done in plugin_utils/cluster.py, names are resolved by the
 controller (plugin_utils/name_resolution.py)."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.cluster import (
     group_hosts,
     node_address,
     trusted_addresses,

@@ -1,10 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
-"""Filters the gpu_monitoring role uses; the logic lives in module_utils/dcgm.py.
+"""Filters the gpu_monitoring role uses; the logic lives in plugin_utils/dcgm.py.
 
-gpufleet.cluster.dcgm_cuda_major, dcgm_package, dcgm_cuda_repo_arch, dcgm_go_arch,
-dcgm_node_exporter_tarball_url and dcgm_tarball_checksum.
+gpufleet.cluster.dcgm_cuda_major, dcgm_go_arch, dcgm_node_exporter_tarball_url and dcgm_tarball_checksum.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -13,22 +12,12 @@ __metaclass__ = type
 
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors import as_filter
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dcgm
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import dcgm
 
 
 def cuda_major(branch, override=""):
     """``nvidia_driver_branch | gpufleet.cluster.dcgm_cuda_major(gpu_monitoring_dcgm_cuda_major)`` -> 12 or 13."""
     return dcgm.dcgm_cuda_major(override, branch)
-
-
-def package(branch, override=""):
-    """``nvidia_driver_branch | gpufleet.cluster.dcgm_package(override)`` -> datacenter-gpu-manager-4-cuda13."""
-    return dcgm.dcgm_package(override, branch)
-
-
-def cuda_repo_arch(machine, override=""):
-    """``gpufleet_node.machine | gpufleet.cluster.dcgm_cuda_repo_arch(override)`` -> x86_64 or sbsa."""
-    return dcgm.cuda_repo_arch(machine, override)
 
 
 def tarball_url(version, machine):
@@ -47,8 +36,6 @@ class FilterModule(object):
     def filters(self):
         return {
             "dcgm_cuda_major": as_filter(cuda_major),
-            "dcgm_package": as_filter(package),
-            "dcgm_cuda_repo_arch": as_filter(cuda_repo_arch),
             "dcgm_go_arch": as_filter(dcgm.go_arch),
             "dcgm_node_exporter_tarball_url": as_filter(tarball_url),
             "dcgm_tarball_checksum": as_filter(tarball_checksum),

@@ -174,9 +174,9 @@ def _ip_or_none(value):
         return None
 
 
-def exporter_listen_address(addresses, monitoring_network="", cluster_address="", cluster_network="",
+def exporter_listen_address(addresses, *, monitoring_network="", cluster_address="", cluster_network="",
                             listen_all=False, host="this node"):
-    """The address the exporters bind to; '' means every address.
+    """The address the exporters bind to; '' means every address. Every argument after the addresses is a keyword.
 
     In order: listen_all (explicit opt-in) gives ''; the node's address in monitoring_network (a node
     without one is refused); cluster_address when it is an IP the node holds; the node's address in
@@ -248,9 +248,10 @@ def exporter_web_config(tls_cert_file="", tls_key_file="", users=None):
     return config
 
 
-def exporter_scrape_config(job_name, file_sd_files, web_config=None, username="", password_file="", ca_file="",
+def exporter_scrape_config(job_name, *, file_sd_files, web_config=None, username="", password_file="", ca_file="",
                            server_name=""):
-    """A Prometheus configuration with one scrape job for the exporters, matching their web configuration:
+    """A Prometheus configuration with one scrape job for the exporters (every argument after the job name is a
+    keyword), matching their web configuration:
     scheme https and tls_config with TLS, basic_auth (password read from password_file on the Prometheus
     server) with basic-auth users. username may be empty when exactly one user is configured.
     """
@@ -294,7 +295,6 @@ class FilterModule(object):
         return {
             "file_sd_targets": as_filter(file_sd_targets),
             "file_sd_merge": as_filter(file_sd_merge),
-            "address_in_network": as_filter(address_in_network),
             "gpu_summary": as_filter(gpu_summary),
             "exporter_listen_address": as_filter(exporter_listen_address),
             "exporter_listen_host": as_filter(listen_host),

@@ -2,7 +2,7 @@
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
 """Filters the nvidia_driver role uses for persistence mode and the GPU policy; the logic lives in
-module_utils/gpu_policy.py.
+plugin_utils/gpu_policy.py.
 
 gpufleet.cluster.gpu_policy_parse_query, gpu_policy_validate, gpu_policy_problems, gpu_policy_commands,
 gpu_policy_persistence_problems and gpu_policy_persistenced_exec_start.
@@ -14,7 +14,7 @@ __metaclass__ = type
 
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors import as_filter
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_policy as gp
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import gpu_policy as gp
 
 
 def problems(gpus, policy, persistence_mode=None):

@@ -2,7 +2,7 @@
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
 """Filters the roles' first check tasks use to refuse bad input before any change; the work is done in
-module_utils/input_policy.py (pure functions).
+plugin_utils/input_policy.py (pure functions).
 
 Each filter's documentation is plugins/filter/<filter name>.yml (ansible-doc -t filter gpufleet.cluster.<name>).
 """
@@ -11,7 +11,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import input_policy
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import input_policy
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors import as_filter
 
 
@@ -21,7 +21,7 @@ def input_problems(settings, kind, optional=False):
 
 
 @as_filter
-def network_problems(settings, wide_networks=None, wide_setting="gpufleet_wide_networks", trust=True, optional=False):
+def network_problems(settings, *, wide_networks=None, wide_setting="gpufleet_wide_networks", trust=True, optional=False):
     return input_policy.network_problems(settings, wide_networks or [], wide_setting, bool(trust), bool(optional))
 
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
-"""Filters for the SSH roles; the work is done in module_utils/ssh_policy.py (pure functions) and, for the key pair
+"""Filters for the SSH roles; the work is done in plugin_utils/ssh_policy.py (pure functions) and, for the key pair
 on the controller, plugin_utils/ssh_keypair.py.
 
 Each filter's documentation is plugins/filter/<filter name>.yml (ansible-doc -t filter gpufleet.cluster.<name>).
@@ -12,15 +12,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_own_addresses
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.cluster import node_own_addresses
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils import name_resolution
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors import as_filter
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.ssh_keypair import keypair_drift
-from ansible_collections.gpufleet.cluster.plugins.module_utils.ssh_policy import (
-    addresses_in_networks,
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.ssh_policy import (
     cluster_known_hosts,
-    known_hosts_lines,
-    parse_host_key,
     parse_kexinit_probe,
     parse_sshd_effective,
     runtime_drift,
@@ -31,9 +28,6 @@ def sshd_runtime_drift(probe_text, effective_text):
     return runtime_drift(parse_kexinit_probe(probe_text), parse_sshd_effective(effective_text))
 
 
-_known_hosts_lines = as_filter(known_hosts_lines)
-_addresses_in_networks = as_filter(addresses_in_networks, "not a CIDR network: ")
-_ssh_host_key = as_filter(lambda text, host="this node": parse_host_key(text, host))
 _cluster_known_hosts = as_filter(
     lambda hosts, hostvars, existing_text="", trust_fact_names=False:
     cluster_known_hosts(hostvars, hosts, existing_text or "", bool(trust_fact_names),
@@ -51,10 +45,7 @@ class FilterModule(object):
             "sshd_effective": parse_sshd_effective,
             "ssh_kexinit": parse_kexinit_probe,
             "sshd_runtime_drift": sshd_runtime_drift,
-            "known_hosts_lines": _known_hosts_lines,
-            "addresses_in_networks": _addresses_in_networks,
             "cluster_known_hosts": _cluster_known_hosts,
-            "ssh_host_key": _ssh_host_key,
             "hosts_without_address": _hosts_without_address,
             "ssh_keypair_drift": keypair_drift,
         }

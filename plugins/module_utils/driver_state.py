@@ -229,17 +229,10 @@ def decide(plan, packages, policy, loaded_text, kernel, options):
                 "no installable %s package in the configured sources (%s); check the repository "
                 "(nvidia_driver_repo_url) and the components. The driver was not installed."
                 % (plan["version_package"], options.get("source")))
-    offered = candidate if driver_changing else installed_version
-    if offered and nd.branch_problem(nd.branch_of(offered) or ""):
-        problems.append(
-            "the %s source offers driver %s, older than the supported minimum branch %d; use "
-            "nvidia_driver_source: cuda (NVIDIA's repository or a mirror) on this host. The driver was not installed."
-            % (options.get("source"), offered, nd.BRANCH_FLOOR))
-    if offered and nd.branch_of(offered) != str(options.get("branch")):
-        notes.append(
-            "nvidia_driver_branch is %s but the %s packages carry branch %s (%s); that branch is installed. Set "
-            "nvidia_driver_branch to it, or use nvidia_driver_source: cuda for exactly %s."
-            % (options.get("branch"), options.get("source"), nd.branch_of(offered), offered, options.get("branch")))
+    branch = nd.branch_decision(options.get("branch"), installed_version,
+                                candidate if driver_changing else installed_version, options.get("source"))
+    problems += [branch["offered_problem"]] if branch["offered_problem"] else []
+    notes += [branch["note"]] if branch["note"] else []
 
     hold = managed_installed(packages, extra)
     held = sorted(n for n in hold if packages[n]["hold"])
@@ -259,6 +252,7 @@ def decide(plan, packages, policy, loaded_text, kernel, options):
     return {
         "installed_version": installed_version,
         "candidate_version": candidate,
+        "branch": branch,
         "driver_changing": driver_changing,
         "install": install,
         "missing": missing_driver + missing_fabric + missing_headers,

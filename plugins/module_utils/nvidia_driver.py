@@ -24,6 +24,8 @@ FLAT_NAMES_FROM = 590
 
 SOURCES = ("debian", "ubuntu", "cuda")
 KERNEL_MODULES = ("open", "proprietary", "auto")
+FABRICMANAGER_CHOICES = ("auto", "always", "never")
+UBUNTU_MODULES = ("auto", "dkms", "prebuilt")
 
 # Package names that belong to the driver stack; used to find what this role holds or released.
 MANAGED_PACKAGE_RE = re.compile(
@@ -35,20 +37,80 @@ _VERSION_RE = re.compile(r"^(?:\d+:)?(\d+\.\d+(?:\.\d+)?)")
 _PROC_VERSION_RE = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+\.\d+(?:\.\d+)?)\s")
 
 
-def branch_problem(branch, floor=BRANCH_FLOOR):
-    """Return None when ``branch`` is an acceptable driver branch, else a sentence for the operator."""
-    text = str(branch if branch is not None else "").strip()
+# A branch, or the start of a driver or package version: an optional epoch ('3:'), an optional 'R', then the branch.
+_BRANCH_RE = re.compile(r"^(?:\d+:)?[rR]?(\d{3,})(?:$|[.\-\s])")
+
+
+def driver_branch(value):
+    """The driver branch a branch, driver version or package version names, as an int; None when it names none.
+
+    '580', 580, 'R580', '580.95.05', '580.95.05-0ubuntu0.24.04.2', '3:580.95.05-1.el9' and '570-server' name a
+    branch; '', None, '(none)', 'latest', '58' and '5.80' do not."""
+    match = _BRANCH_RE.match(str(value if value is not None else "").strip())
+    return int(match.group(1)) if match else None
+
+
+def branch_decision(requested, installed_version="", offered_version="", source="", floor=BRANCH_FLOOR):
+    """Every decision about the driver branch, made here once: the nvidia_driver role's input check, its plan, the
+    nvidia_driver_state module (and through it the role's tasks) and the validate role's topology check take theirs
+    from this function.
+
+    requested          the branch asked for (nvidia_driver_branch): digits only, ``floor`` or newer (a check of
+                       what is installed passes None and reads ``installed`` and ``installed_ok`` only).
+    installed_version  the version of the installed (or loaded) driver; '' when there is none.
+    offered_version    the driver version the run leaves installed (the source's candidate when the driver
+                       changes); '' when unknown.
+    source             the package source, for the sentences.
+
+    Returns a dict:
+      requested        the branch asked for, as text ('' for None)
+      problem          why the requested branch is refused; '' when it is acceptable
+      installed        the installed driver's branch as text, None when none is installed or it names no branch
+      installed_ok     the installed driver is of branch ``floor`` or newer
+      matches          the installed driver is of the requested branch
+      change           a driver of another branch than the requested one is installed: its locks are released
+                       and, on dnf, its module stream reset before the requested one is installed
+      offered          the offered driver's branch as text, None when unknown
+      offered_problem  the source offers a driver older than the floor: the run stops; '' when not
+      note             the source offers another branch than the requested one, which is then installed; '' when not
+    """
+    text = "" if requested is None else str(requested).strip()
+    problem = ""
     if not re.match(r"^[0-9]{3,}$", text):
-        return (
-            "nvidia_driver_branch %r is not a driver branch number; set it to a branch such as "
-            "\"580\" (the minimum is %d)" % (text, floor)
-        )
-    if int(text) < floor:
-        return (
-            "nvidia_driver_branch %s is older than the supported minimum %d; gpufleet installs "
-            "branch %d or newer (580 is the current long-term branch)" % (text, floor, floor)
-        )
-    return None
+        problem = ("nvidia_driver_branch %r is not a driver branch number; set it to a branch such as "
+                   "\"580\" (the minimum is %d)" % (text, floor))
+    elif int(text) < floor:
+        problem = ("nvidia_driver_branch %s is older than the supported minimum %d; gpufleet installs "
+                   "branch %d or newer (580 is the current long-term branch)" % (text, floor, floor))
+    installed = _branch_text(installed_version)
+    offered = _branch_text(offered_version)
+    decision = {
+        "requested": text,
+        "problem": problem,
+        "installed": installed,
+        "installed_ok": installed is not None and int(installed) >= floor,
+        "matches": installed == text,
+        "change": bool(installed_version) and installed != text,
+        "offered": offered,
+        "offered_problem": "",
+        "note": "",
+    }
+    if offered_version and (offered is None or int(offered) < floor):
+        decision["offered_problem"] = (
+            "the %s source offers driver %s, older than the supported minimum branch %d; use "
+            "nvidia_driver_source: cuda (NVIDIA's repository or a mirror) on this host. The driver was not installed."
+            % (source, offered_version, floor))
+    if offered_version and offered != text:
+        decision["note"] = (
+            "nvidia_driver_branch is %s but the %s packages carry branch %s (%s); that branch is installed. Set "
+            "nvidia_driver_branch to it, or use nvidia_driver_source: cuda for exactly %s."
+            % (text, source, offered, offered_version, text))
+    return decision
+
+
+def _branch_text(version):
+    branch = driver_branch(version)
+    return None if branch is None else str(branch)
 
 
 def kernel_flavour(kernel_modules, turing_or_newer):
@@ -64,12 +126,6 @@ def upstream_version(package_version):
     """'550.163.01-2' or '3:580.95.05-1.el9' -> '550.163.01'; None when it is not a driver version."""
     match = _VERSION_RE.match(str(package_version or "").strip())
     return match.group(1) if match else None
-
-
-def branch_of(version):
-    """'580.95.05' (or a package version) -> '580'; None when unknown."""
-    upstream = upstream_version(version)
-    return upstream.split(".")[0] if upstream else None
 
 
 def loaded_version(proc_text):
@@ -151,7 +207,7 @@ def driver_plan(os_family, os_id, source, branch, flavour, fabricmanager=False, 
       dkms               True when the kernel module is built by DKMS on the node (headers needed)
       package_manager    'apt' or 'dnf'
     """
-    problem = branch_problem(branch)
+    problem = branch_decision(branch)["problem"]
     if problem:
         raise ValueError(problem)
     if source not in SOURCES:
@@ -243,6 +299,42 @@ def driver_plan(os_family, os_id, source, branch, flavour, fabricmanager=False, 
     return plan
 
 
+def _flag(value):
+    """A fact read as Ansible's bool filter reads it: True, 1, 'yes', 'on', 'true', 'y', 't', '1' are true."""
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in ("1", "1.0", "y", "yes", "on", "true", "t")
+
+
+def node_driver_plan(node, source, branch, kernel_modules="auto", fabricmanager="auto", ubuntu_modules="auto"):
+    """driver_plan() for a node as preflight describes it (gpufleet_node), with the role's settings as given.
+
+    The settings' ``auto`` is decided here: kernel_modules auto is open when every GPU is Turing or newer;
+    fabricmanager auto installs the fabric manager where preflight found NVSwitches on the PCI bus or an NVLink 5
+    fabric, always and never say so; ubuntu_modules auto takes Canonical's signed prebuilt modules under Secure Boot
+    (no MOK needed) and DKMS otherwise. NVLSM follows gpufleet_node.nvlink_fabric, IMEX gpufleet_node.imex.
+
+    Returns driver_plan()'s dict with the decisions it was made from: ``source``, ``flavour`` (open or
+    proprietary) and ``ubuntu_modules`` (dkms or prebuilt).
+    """
+    if not isinstance(node, dict) or not isinstance(node.get("os"), dict):
+        raise ValueError("nvidia_driver_plan expects gpufleet_node (with os.family and os.id), got %r" % (node,))
+    if fabricmanager not in FABRICMANAGER_CHOICES:
+        raise ValueError("nvidia_driver_fabricmanager must be one of %s" % ", ".join(FABRICMANAGER_CHOICES))
+    if ubuntu_modules not in UBUNTU_MODULES:
+        raise ValueError("nvidia_driver_ubuntu_modules must be one of %s" % ", ".join(UBUNTU_MODULES))
+    flavour = kernel_flavour(kernel_modules, node.get("gpus_turing_or_newer", False))
+    fabric = node.get("nvlink_fabric") or ""
+    switches = _flag(node.get("nvswitch", False)) or len(fabric) > 0
+    wanted = fabricmanager == "always" or (fabricmanager == "auto" and switches)
+    if ubuntu_modules == "auto":
+        ubuntu_modules = "prebuilt" if node.get("secure_boot") == "enabled" else "dkms"
+    plan = driver_plan(node["os"].get("family"), node["os"].get("id"), source, branch, flavour, wanted, fabric,
+                       node.get("imex") or False, ubuntu_modules)
+    plan.update(source=source, flavour=flavour, ubuntu_modules=ubuntu_modules)
+    return plan
+
+
 def fabricmanager_spec(name, pin, driver_version):
     """Package spec that installs the fabric manager of exactly ``driver_version``."""
     upstream = upstream_version(driver_version)
@@ -253,11 +345,6 @@ def fabricmanager_spec(name, pin, driver_version):
     if pin == "dnf":
         return "%s-%s" % (name, upstream)
     return "%s=%s-*" % (name, upstream)
-
-
-def managed_packages(names):
-    """Keep the package names that belong to the NVIDIA driver stack."""
-    return sorted(n for n in (names or []) if MANAGED_PACKAGE_RE.match(n))
 
 
 def _components_line(line, suites, wanted):

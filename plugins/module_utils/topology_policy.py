@@ -13,6 +13,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import nvidia_driver
+
 # Link classes from best to worst, as nvidia-smi topo -m prints them. SOC is the name drivers before
 # R384 used for SYS.
 LINK_CLASSES = ("NV", "PIX", "PXB", "PHB", "NODE", "SYS")
@@ -22,25 +24,26 @@ NIC_DISTANCES = LINK_CLASSES[1:]
 EXPECTATION_KEYS = ("gpu_count", "gpu_model", "min_driver_branch", "all_pairs_link", "nvlink_peers_min",
                     "nic_max_distance", "gpu_nic_same_numa")
 
-# Named machine profiles. Values an operator passes explicitly override the profile's.
+# Named machine profiles. Values an operator passes explicitly override the profile's. The driver floor is the one
+# the nvidia_driver role installs (module_utils/nvidia_driver.py), judged by its branch_decision.
 PROFILES = {
     # HGX/DGX H100: 8 SXM GPUs on NVSwitch (18 NVLinks each), one 400G NIC per GPU behind the same switch.
     "hgx-h100-8": {
-        "gpu_count": 8, "gpu_model": "H100", "min_driver_branch": 535, "all_pairs_link": "NV18",
-        "nvlink_peers_min": 7, "nic_max_distance": "PXB", "gpu_nic_same_numa": True,
+        "gpu_count": 8, "gpu_model": "H100", "min_driver_branch": nvidia_driver.BRANCH_FLOOR,
+        "all_pairs_link": "NV18", "nvlink_peers_min": 7, "nic_max_distance": "PXB", "gpu_nic_same_numa": True,
     },
     # HGX/DGX A100: 8 SXM4 GPUs on NVSwitch (12 NVLinks each), a NIC per GPU pair.
     "hgx-a100-8": {
-        "gpu_count": 8, "gpu_model": "A100", "min_driver_branch": 535, "all_pairs_link": "NV12",
-        "nvlink_peers_min": 7, "nic_max_distance": "PXB", "gpu_nic_same_numa": True,
+        "gpu_count": 8, "gpu_model": "A100", "min_driver_branch": nvidia_driver.BRANCH_FLOOR,
+        "all_pairs_link": "NV12", "nvlink_peers_min": 7, "nic_max_distance": "PXB", "gpu_nic_same_numa": True,
     },
     # DGX-1 V100: hybrid cube-mesh, every GPU has NVLink to 4 peers, the rest are reached over PCIe/SYS.
     "dgx1-v100": {
-        "gpu_count": 8, "gpu_model": "V100", "min_driver_branch": 535, "nvlink_peers_min": 4,
+        "gpu_count": 8, "gpu_model": "V100", "min_driver_branch": nvidia_driver.BRANCH_FLOOR, "nvlink_peers_min": 4,
     },
     # PCIe servers: no NVLink expected, but every GPU must have a NIC on its own NUMA node.
     "pcie": {
-        "min_driver_branch": 535, "nic_max_distance": "NODE", "gpu_nic_same_numa": True,
+        "min_driver_branch": nvidia_driver.BRANCH_FLOOR, "nic_max_distance": "NODE", "gpu_nic_same_numa": True,
     },
 }
 
@@ -114,12 +117,6 @@ def link_meets(code, expected):
 
 def is_nvlink(code):
     return link_rank(code)[0] == 0
-
-
-def driver_branch(version):
-    """Driver branch (major) from a version string such as ``570.133.20``; None when unreadable."""
-    match = re.match(r"^\s*(\d+)", version or "")
-    return int(match.group(1)) if match else None
 
 
 def resolve_expectations(profile=None, **explicit):
@@ -220,11 +217,12 @@ def check(topology, expectations):
     branch_min = expectations.get("min_driver_branch")
     if branch_min is not None:
         version = topology.get("driver_version")
-        branch = driver_branch(version)
-        if branch is None:
+        branch = nvidia_driver.branch_decision(None, installed_version=version, floor=branch_min)
+        if branch["installed"] is None:
             violations.append("driver: version unknown, expected branch %d or newer" % branch_min)
-        elif branch < branch_min:
-            violations.append("driver: %s is branch %d, expected branch %d or newer" % (version, branch, branch_min))
+        elif not branch["installed_ok"]:
+            violations.append("driver: %s is branch %s, expected branch %d or newer"
+                              % (version, branch["installed"], branch_min))
 
     columns = topology.get("gpu_columns", [])
     links = topology.get("links", {})

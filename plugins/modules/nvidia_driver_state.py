@@ -115,6 +115,13 @@ state:
     installed_version: {description: "Installed driver package version, or empty.", type: str}
     candidate_version: {description: "Version apt would install, or empty.", type: str}
     driver_changing: {description: A driver package is missing or an upgrade was asked for., type: bool}
+    branch:
+      description: >-
+        The branch decisions of the run (module_utils/nvidia_driver.py C(branch_decision)): C(requested),
+        C(installed) (the installed driver's branch, or null), C(matches) (it is the requested one), C(change)
+        (a driver of another branch is installed), C(offered) (the branch the run leaves installed), and the
+        sentences C(problem), C(offered_problem) and C(note) (empty when there is nothing to say).
+      type: dict
     install: {description: "Package specs to install in one transaction (driver, fabric, headers).", type: list}
     pin_install: {description: Branch pinning packages to install before the driver., type: list}
     headers: {description: Header packages this node needs., type: list}

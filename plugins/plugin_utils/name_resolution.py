@@ -5,7 +5,7 @@
 hosts_without_address, cluster_known_hosts).
 
 A node the inventory names by DNS name only is trusted at the addresses the controller resolves its name to, never at
-the address the node reports about itself. The pure functions of module_utils/cluster.py take this as their
+the address the node reports about itself. The pure functions of plugin_utils/cluster.py take this as their
 ``resolve`` argument, so unit tests give them a resolver of their own.
 """
 

@@ -1,7 +1,7 @@
 """Cluster addresses the roles derive from the inventory and the controller's name resolution, never from facts."""
 import pytest
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import cluster
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import cluster
 
 HOSTVARS = {
     # Reached this run: facts present.

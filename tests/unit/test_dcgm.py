@@ -1,9 +1,9 @@
-"""module_utils/dcgm.py and its filters: the DCGM 4 build follows the driver branch, arch names follow the machine."""
+"""plugin_utils/dcgm.py and its filters: the DCGM 4 build follows the driver branch, arch names follow the machine."""
 import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.cluster.plugins.filter.dcgm import FilterModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dcgm
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import dcgm
 
 FILTERS = FilterModule().filters()
 
@@ -18,7 +18,6 @@ FILTERS = FilterModule().filters()
 ])
 def test_cuda_major_follows_the_driver_branch(branch, major):
     assert dcgm.cuda_major_for_branch(branch) == major
-    assert dcgm.dcgm_package("", branch) == "datacenter-gpu-manager-4-cuda%d" % major
 
 
 @pytest.mark.parametrize("branch", ["", None, "latest", "58", "abc.1", "440"])
@@ -30,7 +29,6 @@ def test_unusable_branches_are_refused(branch):
 @pytest.mark.parametrize("override, expected", [(12, 12), ("13", 13), (" 12 ", 12), (11, 11)])
 def test_an_explicit_cuda_major_wins_over_the_branch(override, expected):
     assert dcgm.dcgm_cuda_major(override, "580") == expected
-    assert dcgm.dcgm_package(override, "580") == "datacenter-gpu-manager-4-cuda%d" % expected
 
 
 @pytest.mark.parametrize("override", ["", None, "auto"])
@@ -46,30 +44,22 @@ def test_cuda_majors_without_a_dcgm4_build_are_refused(override):
 
 
 def test_filters_turn_value_errors_into_filter_errors():
-    assert FILTERS["dcgm_package"]("580") == "datacenter-gpu-manager-4-cuda13"
-    assert FILTERS["dcgm_package"]("550", "") == "datacenter-gpu-manager-4-cuda12"
+    assert FILTERS["dcgm_cuda_major"]("580") == 13
+    assert FILTERS["dcgm_cuda_major"]("550", "") == 12
     assert FILTERS["dcgm_cuda_major"]("570", 13) == 13
     with pytest.raises(AnsibleFilterError, match="not an NVIDIA driver branch"):
-        FILTERS["dcgm_package"]("latest")
+        FILTERS["dcgm_cuda_major"]("latest")
 
 
-@pytest.mark.parametrize("machine, repo_arch, go_arch", [
-    ("x86_64", "x86_64", "amd64"), ("aarch64", "sbsa", "arm64"), ("amd64", "x86_64", "amd64"), ("arm64", "sbsa", "arm64"),
+@pytest.mark.parametrize("machine, go_arch", [
+    ("x86_64", "amd64"), ("aarch64", "arm64"), ("amd64", "amd64"), ("arm64", "arm64"),
 ])
-def test_architecture_names(machine, repo_arch, go_arch):
-    assert FILTERS["dcgm_cuda_repo_arch"](machine) == repo_arch
+def test_architecture_names(machine, go_arch):
     assert FILTERS["dcgm_go_arch"](machine) == go_arch
-
-
-def test_an_explicit_repo_arch_wins():
-    assert FILTERS["dcgm_cuda_repo_arch"]("aarch64", "arm64") == "arm64"
-    assert FILTERS["dcgm_cuda_repo_arch"]("x86_64", "auto") == "x86_64"
 
 
 @pytest.mark.parametrize("machine", ["ppc64le", "s390x", "", None])
 def test_unknown_machines_are_refused(machine):
-    with pytest.raises(AnsibleFilterError, match="machine"):
-        FILTERS["dcgm_cuda_repo_arch"](machine)
     with pytest.raises(AnsibleFilterError, match="machine"):
         FILTERS["dcgm_go_arch"](machine)
 

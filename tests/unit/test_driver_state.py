@@ -235,6 +235,15 @@ def test_an_offer_below_the_floor_is_refused_and_another_branch_is_noted():
     assert state["problems"] == [] and "carry branch 535" in state["notes"][0]
 
 
+def test_the_state_carries_the_one_branch_decision():
+    policy = {"nvidia-driver": {"installed": "535.261.03-1~deb12u1", "candidate": "535.261.03-1~deb12u1"}}
+    packages = installed(*DEBIAN_PLAN["packages"], version="535.261.03-1~deb12u1")
+    state = ds.decide(DEBIAN_PLAN, packages, policy, "", kernel(modules={}), dict(OPTIONS, headers=False))
+    assert state["branch"] == nd.branch_decision("550", "535.261.03-1~deb12u1", "535.261.03-1~deb12u1", "debian")
+    assert (state["branch"]["installed"], state["branch"]["matches"], state["branch"]["change"]) == ("535", False, True)
+    assert state["notes"] == [state["branch"]["note"]]
+
+
 def test_persistenced_is_found_where_the_packages_put_it_and_a_masked_unit_is_passed_over(tmp_path):
     def touch(path, text=""):
         full = tmp_path / path.lstrip("/")
@@ -278,3 +287,11 @@ def test_the_state_read_says_whether_an_earlier_gpu_policy_left_its_unit(monkeyp
     (tmp_path / unit.lstrip("/")).write_text("[Unit]\n")
     assert exists(gpu_policy_unit=unit) is True
     assert exists() is False  # no path given: nothing is read
+
+
+def test_only_the_driver_stack_is_held_never_the_container_toolkit():
+    installed = dict((name, {"version": "1", "hold": False}) for name in [
+        "nvidia-driver", "libcuda1", "openssh-server", "nvidia-kernel-dkms", "docker.io", "firmware-nvidia-gsp",
+        "nvidia-container-toolkit", "libnvidia-container1", "extra-tool"])
+    assert ds.managed_installed(installed, ["extra-tool", "not-installed"]) == [
+        "extra-tool", "firmware-nvidia-gsp", "libcuda1", "nvidia-driver", "nvidia-kernel-dkms"]

@@ -20,38 +20,51 @@ ADDRESSES = ["172.17.0.2", "10.231.9.11", "fd00:9::11"]
 # --- listen address -------------------------------------------------------------------------------------------
 
 def test_the_monitoring_network_wins():
-    assert file_sd.exporter_listen_address(ADDRESSES, "10.231.9.0/24", "172.17.0.2") == "10.231.9.11"
-    assert file_sd.exporter_listen_address(ADDRESSES, "fd00:9::/64") == "fd00:9::11"
+    assert file_sd.exporter_listen_address(ADDRESSES, monitoring_network="10.231.9.0/24",
+                                           cluster_address="172.17.0.2") == "10.231.9.11"
+    assert file_sd.exporter_listen_address(ADDRESSES, monitoring_network="fd00:9::/64") == "fd00:9::11"
 
 
 def test_a_node_without_an_address_in_the_monitoring_network_is_refused():
     with pytest.raises(ValueError, match=r"gpu9 has no address in the monitoring network 192\.0\.2\.0/24.*"
                                          r"172\.17\.0\.2, 10\.231\.9\.11.*Nothing was changed\.$"):
-        file_sd.exporter_listen_address(ADDRESSES, "192.0.2.0/24", "10.231.9.11", host="gpu9")
+        file_sd.exporter_listen_address(ADDRESSES, monitoring_network="192.0.2.0/24", cluster_address="10.231.9.11",
+                                        host="gpu9")
 
 
 def test_without_a_monitoring_network_the_cluster_address_the_node_holds():
-    assert file_sd.exporter_listen_address(ADDRESSES, "", "10.231.9.11") == "10.231.9.11"
+    assert file_sd.exporter_listen_address(ADDRESSES, cluster_address="10.231.9.11") == "10.231.9.11"
     # An ansible_host the node does not hold (NAT, a bastion) is passed over for the cluster network.
-    assert file_sd.exporter_listen_address(ADDRESSES, "", "203.0.113.7", "172.17.0.0/16") == "172.17.0.2"
+    assert file_sd.exporter_listen_address(ADDRESSES, cluster_address="203.0.113.7",
+                                           cluster_network="172.17.0.0/16") == "172.17.0.2"
     # A DNS name is not bound to.
-    assert file_sd.exporter_listen_address(ADDRESSES, "", "gpu9.example", "10.231.9.0/24") == "10.231.9.11"
+    assert file_sd.exporter_listen_address(ADDRESSES, cluster_address="gpu9.example",
+                                           cluster_network="10.231.9.0/24") == "10.231.9.11"
 
 
 @pytest.mark.parametrize("cluster_address, cluster_network", [
     ("", ""), ("gpu9.example", ""), ("203.0.113.7", ""), ("", "192.0.2.0/24")])
 def test_nothing_to_bind_to_is_refused_unless_listen_all(cluster_address, cluster_network):
     with pytest.raises(ValueError) as error:
-        file_sd.exporter_listen_address(ADDRESSES, "", cluster_address, cluster_network, host="gpu9")
+        file_sd.exporter_listen_address(ADDRESSES, cluster_address=cluster_address, cluster_network=cluster_network,
+                                        host="gpu9")
     message = str(error.value)
     assert message.startswith("gpu9: the exporters have no address to bind to")
     assert "gpu_monitoring_listen_all: true" in message and "anyone who can reach the node" in message
     assert message.endswith("Nothing was changed.")
-    assert file_sd.exporter_listen_address(ADDRESSES, "", cluster_address, cluster_network, True) == ""
+    assert file_sd.exporter_listen_address(ADDRESSES, cluster_address=cluster_address, cluster_network=cluster_network,
+                                           listen_all=True) == ""
+
+
+def test_options_are_keywords():
+    with pytest.raises(TypeError):
+        file_sd.exporter_listen_address(ADDRESSES, "10.231.9.0/24")  # pylint: disable=too-many-function-args
+    with pytest.raises(TypeError):
+        file_sd.exporter_scrape_config("j", "t.json")  # pylint: disable=too-many-function-args,missing-kwoa
 
 
 def test_listen_all_is_every_address_even_with_a_network():
-    assert file_sd.exporter_listen_address(ADDRESSES, "10.231.9.0/24", listen_all=True) == ""
+    assert file_sd.exporter_listen_address(ADDRESSES, monitoring_network="10.231.9.0/24", listen_all=True) == ""
 
 
 def test_listen_host_brackets_ipv6():
@@ -91,15 +104,17 @@ def test_half_a_tls_pair_is_refused():
 # --- Prometheus scrape job ------------------------------------------------------------------------------------
 
 def test_plain_scrape_job_without_web_configuration():
-    assert file_sd.exporter_scrape_config("gpufleet-c1", "/etc/prometheus/targets/c1-exporters.json", {}) == {
+    assert file_sd.exporter_scrape_config("gpufleet-c1", file_sd_files="/etc/prometheus/targets/c1-exporters.json",
+                                          web_config={}) == {
         "scrape_configs": [{"job_name": "gpufleet-c1", "scheme": "http",
                             "file_sd_configs": [{"files": ["/etc/prometheus/targets/c1-exporters.json"]}]}]}
 
 
 def test_scrape_job_matches_tls_and_basic_auth():
     web = file_sd.exporter_web_config("/c", "/k", {"prometheus": HASH})
-    job = file_sd.exporter_scrape_config("j", "t.json", web, "", "/etc/prometheus/pw", "/etc/prometheus/ca.crt",
-                                         "exporters.example")["scrape_configs"][0]
+    job = file_sd.exporter_scrape_config("j", file_sd_files="t.json", web_config=web,
+                                         password_file="/etc/prometheus/pw", ca_file="/etc/prometheus/ca.crt",
+                                         server_name="exporters.example")["scrape_configs"][0]
     assert job["scheme"] == "https"
     assert job["tls_config"] == {"ca_file": "/etc/prometheus/ca.crt", "server_name": "exporters.example"}
     assert job["basic_auth"] == {"username": "prometheus", "password_file": "/etc/prometheus/pw"}
@@ -109,13 +124,13 @@ def test_scrape_job_matches_tls_and_basic_auth():
 def test_scrape_user_must_be_one_of_the_users():
     web = file_sd.exporter_web_config("", "", {"a": HASH, "b": HASH})
     with pytest.raises(ValueError, match="name the one Prometheus scrapes as"):
-        file_sd.exporter_scrape_config("j", "t.json", web, "", "/pw")
+        file_sd.exporter_scrape_config("j", file_sd_files="t.json", web_config=web, password_file="/pw")
     with pytest.raises(ValueError, match="'c' is not among the exporter users"):
-        file_sd.exporter_scrape_config("j", "t.json", web, "c", "/pw")
-    assert file_sd.exporter_scrape_config("j", "t.json", web, "b", "/pw")["scrape_configs"][0]["basic_auth"][
-        "username"] == "b"
+        file_sd.exporter_scrape_config("j", file_sd_files="t.json", web_config=web, username="c", password_file="/pw")
+    assert file_sd.exporter_scrape_config("j", file_sd_files="t.json", web_config=web, username="b",
+                                          password_file="/pw")["scrape_configs"][0]["basic_auth"]["username"] == "b"
     with pytest.raises(ValueError, match="gpu_monitoring_scrape_password_file"):
-        file_sd.exporter_scrape_config("j", "t.json", web, "b", "")
+        file_sd.exporter_scrape_config("j", file_sd_files="t.json", web_config=web, username="b", password_file="")
 
 
 # --- templates ------------------------------------------------------------------------------------------------

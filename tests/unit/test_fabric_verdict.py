@@ -1,4 +1,4 @@
-"""validate's fabric step: fabric_verdict (module_utils/verdicts.py) on what rdma_facts and gpudirect_facts register.
+"""validate's fabric step: fabric_verdict (plugin_utils/verdicts.py) on what rdma_facts and gpudirect_facts register.
 
 The RDMA facts are read by ``rdma_facts.run`` (rdma.gather) from the recorded sysfs trees in tests/fixtures/sysfs
 (see its README.md): ``ib_ndr_active`` (one ACTIVE 400 Gb/s InfiniBand port), ``roce_active`` (one ACTIVE
@@ -15,7 +15,7 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import verdicts as vd
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import verdicts as vd
 from ansible_collections.gpufleet.cluster.plugins.modules import gpudirect_facts, rdma_facts
 
 from conftest import FIXTURES

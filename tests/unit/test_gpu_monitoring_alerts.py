@@ -128,9 +128,9 @@ def render(name, **variables):
 def test_prometheus_configuration_holds_the_exporters_job_and_the_rules():
     web = file_sd.exporter_web_config("/etc/gpufleet-exporters/tls.crt", "/etc/gpufleet-exporters/tls.key",
                                       {"prometheus": "$2y$10$" + "a" * 53})
-    scrape = file_sd.exporter_scrape_config("gpufleet-lab", "/etc/prometheus/targets/lab-exporters.json", web, "",
-                                            "/etc/prometheus/gpufleet-exporters.password",
-                                            "/etc/prometheus/gpufleet-exporters-ca.crt")
+    scrape = file_sd.exporter_scrape_config("gpufleet-lab", file_sd_files="/etc/prometheus/targets/lab-exporters.json",
+                                            web_config=web, password_file="/etc/prometheus/gpufleet-exporters.password",
+                                            ca_file="/etc/prometheus/gpufleet-exporters-ca.crt")
     config = yaml.safe_load(render("prometheus.yml.j2", __gpu_monitoring_scrape=scrape))
     assert config == {
         "global": {"scrape_interval": "30s", "evaluation_interval": "30s"},

@@ -116,11 +116,10 @@ def test_gpu_summary_falls_back_to_pci_ids():
 def test_filters_are_registered_and_wrap_errors():
     from ansible.errors import AnsibleFilterError
     filters = file_sd.FilterModule().filters()
-    assert set(filters) == {"file_sd_targets", "file_sd_merge", "address_in_network", "gpu_summary",
-                            "exporter_listen_address", "exporter_listen_host", "exporter_web_config",
-                            "exporter_scrape_config"}
-    with pytest.raises(AnsibleFilterError):
-        filters["address_in_network"](["10.0.0.1"], "nonsense")
+    assert set(filters) == {"file_sd_targets", "file_sd_merge", "gpu_summary", "exporter_listen_address",
+                            "exporter_listen_host", "exporter_web_config", "exporter_scrape_config"}
+    with pytest.raises(AnsibleFilterError, match="not a network in CIDR form"):
+        filters["exporter_listen_address"](["10.0.0.1"], monitoring_network="nonsense")
 
 
 def _collectors():

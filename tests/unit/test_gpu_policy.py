@@ -1,4 +1,4 @@
-"""module_utils/gpu_policy.py: GPU policy validation, commands and checks; the nvidia-persistenced command line.
+"""plugin_utils/gpu_policy.py: GPU policy validation, commands and checks; the nvidia-persistenced command line.
 
 Real inputs: the nvidia-smi capture of the lab's H200 (tests/fixtures/nvidia-smi) and the packaged
 nvidia-persistenced units of Ubuntu, Debian and NVIDIA's RPM (tests/fixtures/nvidia-persistenced). No public
@@ -8,7 +8,7 @@ policy cases below are rows written in that query's documented format, marked as
 """
 import pytest
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_policy as gp
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import gpu_policy as gp
 
 from conftest import fixture_parts
 

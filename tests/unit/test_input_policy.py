@@ -1,4 +1,4 @@
-"""Input that reaches root-owned files or trust lists is refused before any change (module_utils/input_policy.py).
+"""Input that reaches root-owned files or trust lists is refused before any change (plugin_utils/input_policy.py).
 
 First the pure functions: each kind of value, networks, root-equivalent groups. Then each role's first check task,
 rendered with its own expressions (tests/unit/role_check.py): the bad value is refused with a message that says what
@@ -7,7 +7,7 @@ to write instead and ends with "Nothing was changed", and the role's defaults (o
 import pytest
 
 from ansible_collections.gpufleet.cluster.plugins.filter import input_policy as input_filters
-from ansible_collections.gpufleet.cluster.plugins.module_utils import input_policy
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import input_policy
 
 from role_check import refusal
 
@@ -194,7 +194,7 @@ def test_an_existing_account_loses_the_root_equivalent_groups_no_opt_in_names():
 def test_the_filters_export_the_functions():
     filters = input_filters.FilterModule().filters()
     assert filters["input_problems"]({"u": "ALL"}, "user_name")[0].startswith("u: 'ALL' is refused")
-    assert filters["network_problems"]({"n": "10.0.0.0/8"}, ["10.0.0.0/8"]) == []
+    assert filters["network_problems"]({"n": "10.0.0.0/8"}, wide_networks=["10.0.0.0/8"]) == []
     assert filters["root_group_problems"](["sudo"], None)
     assert filters["training_user_groups"](["sudo", "video"]) == ["video"]
     from ansible.errors import AnsibleFilterError
@@ -316,7 +316,7 @@ REFUSALS = [
 
 
 @pytest.mark.parametrize("task, settings, expected", REFUSALS,
-                         ids=["%s-%s" % (task[0], sorted(settings)[0]) for task, settings, _ in REFUSALS])
+                         ids=["%s-%s" % (task[0], sorted(settings)[0]) for task, settings, _unused in REFUSALS])
 def test_a_bad_value_is_refused_by_the_roles_first_check_with_what_to_write(task, settings, expected):
     message = refused(task, **settings)
     assert expected in message
@@ -342,6 +342,6 @@ GOOD = [
 ]
 
 
-@pytest.mark.parametrize("task, settings", GOOD, ids=["%s-%d" % (task[0], n) for n, (task, _) in enumerate(GOOD)])
+@pytest.mark.parametrize("task, settings", GOOD, ids=["%s-%d" % (task[0], n) for n, (task, _unused) in enumerate(GOOD)])
 def test_good_values_still_pass(task, settings):
     assert refused(task, **settings) == ""

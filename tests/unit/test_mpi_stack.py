@@ -9,15 +9,12 @@ import subprocess
 
 import jinja2
 import pytest
-from ansible.errors import AnsibleFilterError
 from ansible.plugins.filter.core import comment
 
-from ansible_collections.gpufleet.cluster.plugins.filter.mpi_stack import FilterModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mpi_stack
 
 from conftest import ROOT, fixture_parts
 
-FILTERS = FilterModule().filters()
 TEMPLATES = os.path.join(ROOT, "roles", "interconnect", "templates")
 
 
@@ -153,14 +150,6 @@ def test_doca_without_its_openmpi_is_an_error():
 def test_bad_layout_input(stack, kwargs):
     with pytest.raises(ValueError):
         mpi_stack.stack_layout(stack, **kwargs)
-
-
-def test_filters_turn_value_errors_into_filter_errors():
-    assert FILTERS["ompi_path"](body("openmpi", "ompi_info-path-sysconfdir-5.0.7-debian13.txt")) == "/etc/openmpi"
-    with pytest.raises(AnsibleFilterError, match="no UCX version"):
-        FILTERS["ucx_config_dir"]("")
-    assert set(FILTERS) == {"ompi_path", "ompi_version", "ucx_build", "ucx_config_dir", "mpi_stack_layout",
-                            "mpi_stack_env"}
 
 
 # ---- the profile script (templates/gpufleet-mpi.sh.j2), rendered and sourced by /bin/sh ----------------------

@@ -1,12 +1,11 @@
-"""NCCL_DEBUG=INFO readers in module_utils/nccl.py and the filters in plugins/filter/nccl.py, over real logs
-(tests/fixtures/nccl)."""
+"""NCCL_DEBUG=INFO readers in plugin_utils/nccl.py over real logs (tests/fixtures/nccl), and the busbw_floor filter
+(plugins/filter/topology.py)."""
 import os
 
 import pytest
-from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.cluster.plugins.filter import nccl as nccl_filter
-from ansible_collections.gpufleet.cluster.plugins.module_utils import nccl
+from ansible_collections.gpufleet.cluster.plugins.filter import topology as topology_filter
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import nccl
 from ansible_collections.gpufleet.cluster.plugins.module_utils import topology_policy
 
 from conftest import FIXTURES as ALL_FIXTURES, fixture_parts
@@ -93,21 +92,8 @@ def test_summary_of_fixture(name):
     assert nccl.transport_summary(nccl.parse_nccl_debug(load(name))) == line
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_filters_return_what_module_utils_returns(name):
-    filters = nccl_filter.FilterModule().filters()
-    text = load(name)
-    result = filters["nccl_debug"](text)
-    assert result == nccl.parse_nccl_debug(text)
-    assert filters["nccl_transport_summary"](result) == nccl.transport_summary(result)
-    for ports, multi_node in ((0, False), (8, True)):
-        assert filters["nccl_transport_problems"](result, ports, multi_node) == \
-            nccl.transport_problems(result, ports, multi_node)
-
-
 def test_filter_names():
-    assert sorted(nccl_filter.FilterModule().filters()) == [
-        "busbw_floor", "nccl_debug", "nccl_transport_problems", "nccl_transport_summary"]
+    assert sorted(topology_filter.FilterModule().filters()) == ["busbw_floor"]
 
 
 def test_crlf_bytes_and_mpi_tags_give_the_same_result():
@@ -201,8 +187,6 @@ def test_bad_port_count_is_refused(ports):
     result = nccl.parse_nccl_debug(load("ib-gdrdma-a100-nccl-2.7.6.log"))
     with pytest.raises(ValueError, match="active_rdma_ports"):
         nccl.transport_problems(result, ports, True)
-    with pytest.raises(AnsibleFilterError, match="active_rdma_ports"):
-        nccl_filter.nccl_transport_problems(result, ports, True)
 
 
 def test_summary_of_a_full_result():
@@ -215,5 +199,5 @@ def test_summary_of_a_full_result():
 def test_busbw_floor_filter_is_the_policy_function():
     for profile in sorted(topology_policy.BUSBW_FLOORS_GBPS) + ["unknown", None]:
         for scope in ("node", "fleet", "rack"):
-            assert nccl_filter.busbw_floor(profile, scope) == topology_policy.busbw_floor(profile, scope)
-    assert nccl_filter.busbw_floor("hgx-h100-8") == topology_policy.busbw_floor("hgx-h100-8", "node") == 250.0
+            assert topology_filter.busbw_floor(profile, scope) == topology_policy.busbw_floor(profile, scope)
+    assert topology_filter.busbw_floor("hgx-h100-8") == topology_policy.busbw_floor("hgx-h100-8", "node") == 250.0

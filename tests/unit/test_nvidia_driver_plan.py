@@ -23,21 +23,59 @@ def os_source(family_file):
 
 @pytest.mark.parametrize("branch", ["535", "550", "580", "590", 580])
 def test_supported_branches_pass(branch):
-    assert nd.branch_problem(branch) is None
+    assert nd.branch_decision(branch)["problem"] == ""
 
 
 @pytest.mark.parametrize("branch", ["470", "525", 470, "534"])
 def test_old_branches_are_refused_naming_the_floor(branch):
-    problem = nd.branch_problem(branch)
-    assert problem is not None
+    problem = nd.branch_decision(branch)["problem"]
+    assert problem
     assert "535" in problem
     assert str(branch) in problem
 
 
 @pytest.mark.parametrize("branch", ["latest", "", None, "5.80", "580-server", "58"])
 def test_non_numeric_branches_are_refused(branch):
-    problem = nd.branch_problem(branch)
-    assert problem is not None and "not a driver branch number" in problem and "535" in problem
+    problem = nd.branch_decision(branch)["problem"]
+    assert "not a driver branch number" in problem and "535" in problem
+
+
+def test_the_filter_says_the_same_as_the_decision():
+    from ansible_collections.gpufleet.cluster.plugins.filter.nvidia_driver import FilterModule
+    check = FilterModule().filters()["nvidia_driver_branch_problem"]
+    for branch in ("580", "470", "latest", None):
+        assert check(branch) == nd.branch_decision(branch)["problem"]
+
+
+# The installed driver against the requested branch: install_dnf.yml resets the module stream on a change,
+# reboot.yml reports installed_branch and branch_matches, both from the module's state.branch.
+@pytest.mark.parametrize("installed_version, installed, matches, change", [
+    ("580.95.05-1", "580", True, False),
+    ("3:570.172.08-1.el9", "570", False, True),
+    ("", None, False, False),
+    ("(none)", None, False, True),
+])
+def test_the_installed_branch_against_the_requested_one(installed_version, installed, matches, change):
+    decision = nd.branch_decision("580", installed_version=installed_version)
+    assert (decision["installed"], decision["matches"], decision["change"]) == (installed, matches, change)
+
+
+def test_the_offer_below_the_floor_and_another_branch():
+    low = nd.branch_decision("550", offered_version="470.256.02-1", source="debian")
+    assert low["offered"] == "470"
+    assert low["offered_problem"].startswith("the debian source offers driver 470.256.02-1, older than the supported "
+                                             "minimum branch 535;")
+    assert "carry branch 470 (470.256.02-1)" in low["note"]
+    same = nd.branch_decision("550", offered_version="550.163.01-2", source="debian")
+    assert (same["offered_problem"], same["note"]) == ("", "")
+    assert nd.branch_decision("550")["note"] == nd.branch_decision("550")["offered_problem"] == ""
+
+
+def test_a_check_of_the_installed_driver_takes_its_floor():
+    assert nd.branch_decision(None, installed_version="570.133.20", floor=535)["installed_ok"]
+    assert not nd.branch_decision(None, installed_version="440.33.01", floor=535)["installed_ok"]
+    assert not nd.branch_decision(None, installed_version="570.133.20", floor=580)["installed_ok"]
+    assert not nd.branch_decision(None, installed_version=None)["installed_ok"]
 
 
 def test_default_branch_is_580_and_documented_the_same():
@@ -73,6 +111,77 @@ def test_kernel_flavour(choice, turing, expected):
 def test_kernel_flavour_rejects_unknown():
     with pytest.raises(ValueError):
         nd.kernel_flavour("nouveau", True)
+
+
+# ---- the plan of a node: the settings' auto decided from gpufleet_node -------------------------------------------
+
+def gpufleet_node(os_id="ubuntu", family="Debian", **facts):
+    node = {"os": {"id": os_id, "family": family}, "gpus_turing_or_newer": True, "nvswitch": False,
+            "nvlink_fabric": "", "imex": False, "secure_boot": "disabled"}
+    node.update(facts)
+    return node
+
+
+def test_the_node_plan_is_the_plan_of_its_decisions():
+    plan = nd.node_driver_plan(gpufleet_node(), "ubuntu", "580")
+    assert plan == dict(nd.driver_plan("Debian", "ubuntu", "ubuntu", "580", "open"),
+                        source="ubuntu", flavour="open", ubuntu_modules="dkms")
+
+
+@pytest.mark.parametrize("facts, kernel_modules, flavour", [
+    ({}, "auto", "open"), ({"gpus_turing_or_newer": False}, "auto", "proprietary"),
+    ({"gpus_turing_or_newer": False}, "open", "open"), ({}, "proprietary", "proprietary"),
+])
+def test_kernel_modules_auto_follows_the_gpus(facts, kernel_modules, flavour):
+    assert nd.node_driver_plan(gpufleet_node(**facts), "cuda", "580", kernel_modules)["flavour"] == flavour
+
+
+@pytest.mark.parametrize("facts, setting, fabricmanager", [
+    ({}, "auto", ""), ({"nvswitch": True}, "auto", "nvidia-fabricmanager"),
+    ({"nvswitch": "yes"}, "auto", "nvidia-fabricmanager"), ({"nvswitch": "false"}, "auto", ""),
+    ({"nvlink_fabric": "nvlink5"}, "auto", "nvidia-fabricmanager"), ({"nvswitch": True}, "never", ""),
+    ({}, "always", "nvidia-fabricmanager"),
+])
+def test_fabricmanager_auto_follows_the_switches(facts, setting, fabricmanager):
+    plan = nd.node_driver_plan(gpufleet_node(**facts), "cuda", "580", fabricmanager=setting)
+    assert plan["fabricmanager"] == fabricmanager
+
+
+def test_nvlink5_and_imex_come_from_the_node():
+    plan = nd.node_driver_plan(gpufleet_node(nvlink_fabric="nvlink5", imex=True), "cuda", "580")
+    names = [p["name"] for p in plan["fabric_packages"]]
+    assert names == ["nvidia-fabricmanager", "libnvidia-nscq", "nvlsm", "nvidia-imex"]
+
+
+@pytest.mark.parametrize("secure_boot, setting, modules", [
+    ("enabled", "auto", "prebuilt"), ("disabled", "auto", "dkms"), ("unknown", "auto", "dkms"),
+    ("enabled", "dkms", "dkms"), ("disabled", "prebuilt", "prebuilt"),
+])
+def test_ubuntu_modules_auto_follows_secure_boot(secure_boot, setting, modules):
+    plan = nd.node_driver_plan(gpufleet_node(secure_boot=secure_boot), "ubuntu", "580", ubuntu_modules=setting)
+    assert (plan["ubuntu_modules"], plan["signed_modules"]) == (modules, modules == "prebuilt")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"kernel_modules": "nouveau"}, "nvidia_driver_kernel_modules"),
+    ({"fabricmanager": "sometimes"}, "nvidia_driver_fabricmanager"),
+    ({"ubuntu_modules": "built"}, "nvidia_driver_ubuntu_modules"),
+])
+def test_unknown_settings_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        nd.node_driver_plan(gpufleet_node(), "ubuntu", "580", **kwargs)
+
+
+def test_the_filter_takes_the_node_and_keywords():
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.gpufleet.cluster.plugins.filter.nvidia_driver import FilterModule
+    plan_filter = FilterModule().filters()["nvidia_driver_plan"]
+    assert plan_filter(gpufleet_node(), source="ubuntu", branch="580") == nd.node_driver_plan(
+        gpufleet_node(), "ubuntu", "580")
+    with pytest.raises(TypeError):
+        plan_filter(gpufleet_node(), "ubuntu", "580")  # pylint: disable=too-many-function-args
+    with pytest.raises(AnsibleFilterError, match="gpufleet_node"):
+        plan_filter("Debian", source="ubuntu", branch="580")
 
 
 # ---- default source per OS (vars files) ---------------------------------------------------------------------
@@ -279,15 +388,21 @@ def test_plan_refuses_old_branch_even_if_called_directly():
 ])
 def test_upstream_version_and_branch(package_version, upstream, branch):
     assert nd.upstream_version(package_version) == upstream
-    assert nd.branch_of(package_version) == branch
+    assert nd.driver_branch(package_version) == int(branch)
+
+
+@pytest.mark.parametrize("value, branch", [("580", 580), (580, 580), ("R580", 580), ("570-server", 570),
+                                           ("440.33.01", 440), (" 535.247.01 ", 535)])
+def test_branches_and_versions_name_a_branch(value, branch):
+    assert nd.driver_branch(value) == branch
 
 
 @pytest.mark.parametrize("value", ["", None, "(none)", "none"])
 def test_unknown_versions(value):
     assert nd.upstream_version(value) is None
-    assert nd.branch_of(value) is None
+    assert nd.driver_branch(value) is None
 
 
-def test_managed_packages_keeps_only_the_driver_stack():
-    held = ["nvidia-driver", "libcuda1", "openssh-server", "nvidia-kernel-dkms", "docker.io", "firmware-nvidia-gsp"]
-    assert nd.managed_packages(held) == ["firmware-nvidia-gsp", "libcuda1", "nvidia-driver", "nvidia-kernel-dkms"]
+@pytest.mark.parametrize("value", ["latest", "58", "5.80", "abc.1"])
+def test_what_names_no_branch(value):
+    assert nd.driver_branch(value) is None

@@ -127,7 +127,7 @@ PROC_PROPRIETARY_515 = (
 def test_loaded_version_captured_h200():
     from test_nvidia_smi import load
     assert nd.loaded_version(load("proc-driver-version-h200-vm-r580.txt")) == "580.159.04"
-    assert nd.branch_of(nd.loaded_version(load("proc-driver-version-h200-vm-r580.txt"))) == "580"
+    assert nd.driver_branch(nd.loaded_version(load("proc-driver-version-h200-vm-r580.txt"))) == 580
 
 
 @pytest.mark.parametrize("text,version", [

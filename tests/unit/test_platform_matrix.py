@@ -20,7 +20,8 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dcgm, sysfs
+from ansible_collections.gpufleet.cluster.plugins.module_utils import sysfs
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import dcgm
 
 from conftest import COLLECTIONS, ROOT, fixture_parts
 
@@ -638,7 +639,7 @@ def test_gpu_monitoring_dcgm_defaults_and_overrides():
     nvidia_default = load_yaml(ROLES, "nvidia_driver", "defaults", "main.yml")["nvidia_driver_branch"]
     # Without nvidia_driver in the play, the same branch as nvidia_driver's default.
     assert role_vars("gpu_monitoring", gpufleet_node, found)["gpu_monitoring_dcgm_package"] == (
-        dcgm.dcgm_package("", nvidia_default))
+        "datacenter-gpu-manager-4-cuda%d" % dcgm.cuda_major_for_branch(nvidia_default))
     assert role_vars("gpu_monitoring", gpufleet_node, found, nvidia_driver_branch="580",
                      gpu_monitoring_dcgm_cuda_major="12")["gpu_monitoring_dcgm_package"] == "datacenter-gpu-manager-4-cuda12"
     # The old name of the override is still read.

@@ -155,7 +155,7 @@ def test_the_copy_is_roots_readable_by_the_callers_group_and_holds_the_callers_f
 def test_the_copy_satisfies_openssh_permission_rules(mod, home, tmp_path):
     # OpenSSH refuses a private key only when it is the user's own and others may read it (sshkey_perm_ok), and a
     # config only when someone other than root or the user owns it or group or others may write it (readconf.c).
-    copy, _ = make_copy(mod, home, tmp_path / "run")
+    copy, _unused = make_copy(mod, home, tmp_path / "run")
     for name in KEYS:
         info = os.stat(str(copy / name))
         assert info.st_uid != UID or not info.st_mode & 0o077
@@ -317,7 +317,7 @@ def test_the_limits_the_docstring_names_are_the_launchers(mod):
 # --- swaps between the launcher's steps ---
 
 def test_ssh_swapped_for_a_link_right_after_it_was_opened_still_gives_the_callers_files(mod, home, secret,
-                                                                                       tmp_path, monkeypatch):
+                                                                                        tmp_path, monkeypatch):
     def open_then_swap(name, flags, mode=0o777, dir_fd=None):
         fd = os.open(name, flags, mode, dir_fd=dir_fd)
         if name == ".ssh":
@@ -347,7 +347,7 @@ def test_the_home_swapped_for_a_link_after_it_was_opened_still_gives_the_callers
             swap_for_link(home, secret)
         return fd
     monkeypatch.setattr(mod, "os", Spy(open=open_then_swap))
-    copy, _ = make_copy(mod, home, tmp_path / "run")
+    copy, _unused = make_copy(mod, home, tmp_path / "run")
     assert contents(copy) == KEYS
 
 
@@ -454,7 +454,7 @@ def test_copies_whose_launcher_is_gone_are_removed_without_following_links(mod, 
     (run_dir / names["dead"] / "to-secret-dir").symlink_to(secret)
     (run_dir / names["dead"] / "to-secret-file").symlink_to(secret / "shadow")
     (run_dir / "unrelated").mkdir()
-    copy, _ = make_copy(mod, home, run_dir)
+    copy, _unused = make_copy(mod, home, run_dir)
     assert sorted(os.listdir(str(run_dir))) == sorted([names["live"], "unrelated", copy.name])
     assert (secret / "shadow").read_bytes() == SECRET
 
@@ -494,7 +494,7 @@ def test_main_mounts_the_copy_runs_the_engine_as_its_child_and_removes_the_copy(
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
 
     def spawn(path, args, env, setsigmask):
-        source, dest, _ = [arg for arg in args if arg.endswith(":%s/.ssh:ro" % home)][0].split(":")
+        source, dest, _unused = [arg for arg in args if arg.endswith(":%s/.ssh:ro" % home)][0].split(":")
         seen.update(args=args, env=env, dest=dest, copy=contents(pathlib.Path(source)), mask=setsigmask)
         return os.posix_spawn("/bin/sh", ["sh", "-c", "exit 7"], env, setsigmask=setsigmask)
     assert mod.main(["--ssh", "--", "mpirun", "hostname"], euid=0, spawn=spawn) == 7
@@ -620,7 +620,7 @@ def test_the_copy_of_a_killed_launcher_is_removed_at_the_next_start(mod, home, t
     harness.wait(20)
     os.kill(int(open(record + ".pid").read()), signal.SIGKILL)
     assert os.path.isdir(source)
-    copy, _ = make_copy(mod, home, run_dir)
+    copy, _unused = make_copy(mod, home, run_dir)
     assert os.listdir(str(run_dir)) == [copy.name]
 
 

@@ -1,19 +1,16 @@
 # -*- coding: utf-8 -*-
-"""Unit tests for plugins/module_utils/ssh_policy.py and the filters in plugins/filter/ssh.py.
+"""Unit tests for plugins/plugin_utils/ssh_policy.py and the filters in plugins/filter/ssh.py.
 
 The outputs are real captures from Debian 13 (OpenSSH 10.0p2 Debian-7+deb13u4) node containers built from
 images/node (gpufleet-node:trixie), kept in tests/fixtures/ssh/ with the command and source on top of each: once
 with Debian's stock sshd configuration, once after the ssh_hardening role converged (molecule/security, node1).
 """
 
-import pytest
 from conftest import fixture_parts
 
 from ansible_collections.gpufleet.cluster.plugins.filter import ssh as ssh_filter
-from ansible_collections.gpufleet.cluster.plugins.module_utils.ssh_policy import (
-    addresses_in_networks,
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.ssh_policy import (
     expected_auth_methods,
-    known_hosts_lines,
     parse_kexinit_probe,
     parse_sshd_effective,
     runtime_drift,
@@ -79,50 +76,7 @@ def test_drift_when_the_probe_never_reached_sshd():
     assert drift and "did not reach" in drift[0]
 
 
-NODE1_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINnC386foFwTS38oSv98n1hqs/xyu2fZolr/Je9mAsvD root@node1"
-NODE2_LINE = "node2,10.0.0.2 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIARTrB5VJob0lGAutdvKaYn5Aw7zeafKnQFlB0UEc/pv"
-
-
-@pytest.mark.parametrize(
-    "nodes, existing, expected",
-    [
-        # Full run: every key known, comment dropped, stale node3 line removed.
-        (
-            [{"names": ["node1", "10.0.0.1", "node1"], "key": NODE1_KEY},
-             {"names": ["node2", "10.0.0.2"], "key": NODE2_LINE.split(" ", 1)[1]}],
-            "node3 ssh-ed25519 AAAAold\n",
-            ["node1,10.0.0.1 " + " ".join(NODE1_KEY.split()[:2]), NODE2_LINE],
-        ),
-        # --limit node1: node2 was not reached and keeps its line.
-        (
-            [{"names": ["node1", "10.0.0.1"], "key": NODE1_KEY}, {"names": ["node2"], "key": ""}],
-            "# Ansible managed\n" + NODE2_LINE + "\n",
-            ["node1,10.0.0.1 " + " ".join(NODE1_KEY.split()[:2]), NODE2_LINE],
-        ),
-    ],
-)
-def test_known_hosts_lines(nodes, existing, expected):
-    assert known_hosts_lines(nodes, existing) == expected
-
-
-def test_known_hosts_lines_rejects_a_node_without_name_or_with_a_bad_key():
-    with pytest.raises(ValueError):
-        known_hosts_lines([{"names": [], "key": NODE1_KEY}])
-    with pytest.raises(ValueError):
-        known_hosts_lines([{"names": ["node1"], "key": "AAAAonlyonefield"}])
-
-
-def test_addresses_in_networks():
-    addresses = ["node1", "172.19.0.2", "10.1.2.3", "fd00::5", "172.19.0.2"]
-    assert addresses_in_networks(addresses, ["0.0.0.0/0", "::/0"]) == ["172.19.0.2", "10.1.2.3", "fd00::5"]
-    assert addresses_in_networks(addresses, ["10.0.0.0/8"]) == ["10.1.2.3"]
-    assert addresses_in_networks(addresses, []) == []
-    with pytest.raises(ValueError):
-        addresses_in_networks(addresses, ["not-a-network"])
-
-
 def test_filter_module_names():
     names = ssh_filter.FilterModule().filters()
-    assert set(names) == {"sshd_effective", "ssh_kexinit", "sshd_runtime_drift", "known_hosts_lines", "addresses_in_networks",
-                          "cluster_known_hosts", "ssh_host_key", "hosts_without_address",
-                          "ssh_keypair_drift"}
+    assert set(names) == {"sshd_effective", "ssh_kexinit", "sshd_runtime_drift", "cluster_known_hosts",
+                          "hosts_without_address", "ssh_keypair_drift"}

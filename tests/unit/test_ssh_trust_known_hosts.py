@@ -7,7 +7,7 @@ for these tests; the ECDSA key with ``ssh-keygen -t ecdsa`` (nistp256) the same 
 import pytest
 
 from ansible_collections.gpufleet.cluster.plugins.filter import ssh as ssh_filter
-from ansible_collections.gpufleet.cluster.plugins.module_utils.ssh_policy import (
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.ssh_policy import (
     cluster_known_hosts,
     known_hosts_name,
     node_names,
@@ -178,7 +178,5 @@ def test_filters_raise_ansible_errors_with_the_message(monkeypatch):
         "node1,10.0.0.11 " + KEY1, "node2,node2.cluster.example,10.0.0.12 " + KEY2]
     with pytest.raises(AnsibleFilterError, match="Nothing was changed"):
         filters["cluster_known_hosts"](["node1", "node2"], hostvars(node1=facts("node1", hostname="*")))
-    with pytest.raises(AnsibleFilterError, match="not a single valid"):
-        filters["ssh_host_key"](ECDSA, "node1")
     assert filters["hosts_without_address"](["node1", "node2", "node3"],
                                             dict(hostvars(), node3={"ansible_host": "node3.example"})) == ["node3"]

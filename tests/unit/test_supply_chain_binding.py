@@ -10,7 +10,7 @@ import os
 import pytest
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import cosign as cs
-from ansible_collections.gpufleet.cluster.plugins.module_utils import verdicts as vd
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import verdicts as vd
 from conftest import FIXTURES
 from module_harness import Fail
 from test_signed_image_module import BASE, DIGEST, FAILURES, PINNED, REPO, VERIFY_OK, cmds, host, run  # noqa: F401 host is a fixture; pylint: disable=unused-import

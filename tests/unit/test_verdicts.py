@@ -1,4 +1,4 @@
-"""Step verdicts of the validate role (module_utils/verdicts.py, filter plugin filter/verdicts.py).
+"""Step verdicts of the validate role (plugin_utils/verdicts.py, filter plugin filter/verdicts.py).
 
 Every input is shaped like the result the role's task registers: a command's rc/stdout/stderr/stdout_lines
 (with ``msg: non-zero return code`` and ``failed_when_result`` when it exits non-zero under
@@ -21,7 +21,7 @@ import yaml
 from ansible_collections.gpufleet.cluster.plugins.filter import verdicts as filters
 from ansible_collections.gpufleet.cluster.plugins.module_utils import cosign as cs
 from ansible_collections.gpufleet.cluster.plugins.module_utils import topology_policy
-from ansible_collections.gpufleet.cluster.plugins.module_utils import verdicts as vd
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import verdicts as vd
 from ansible_collections.gpufleet.cluster.plugins.modules import rdma_facts
 
 from conftest import FIXTURES, ROOT
@@ -554,9 +554,20 @@ def test_task_file_records_its_step_once_from_its_filter(path, step):
     records = [t for t in tasks if t.get("ansible.builtin.include_tasks") == "record.yml"]
     assert len(records) == 1
     rvars = records[0]["vars"]
-    name = "validate_verdict_" + step
     assert rvars["validate_step"] == step
-    assert "gpufleet.cluster.%s_verdict" % step in rvars[name]
-    for key in ("status", "reason", "detail"):
-        assert rvars["validate_" + key] == "{{ %s.%s }}" % (name, key)
-    assert sorted(rvars) == sorted([name, "validate_step", "validate_status", "validate_reason", "validate_detail"])
+    assert "gpufleet.cluster.%s_verdict" % step in rvars["validate_step_verdict"]
+    assert sorted(rvars) == ["validate_step", "validate_step_verdict"]
+
+
+def test_every_step_records_its_verdict_one_way():
+    # validate_verdict is the node's verdict (report.yml); a step hands record.yml validate_step_verdict.
+    for name in sorted(os.listdir(TASKS)):
+        with open(os.path.join(TASKS, name)) as handle:
+            tasks = yaml.safe_load(handle)
+        for task in tasks:
+            if task.get("ansible.builtin.include_tasks") == "record.yml":
+                assert set(task["vars"]) - {"validate_seen", "validate_fabric_state"} == \
+                    {"validate_step", "validate_step_verdict"}, name
+            assert "validate_verdict" not in (task.get("vars") or {}), name
+    with open(os.path.join(TASKS, "report.yml")) as handle:
+        assert "validate_verdict" in yaml.safe_load(handle)[0]["ansible.builtin.set_fact"]

@@ -17,7 +17,7 @@ import ipaddress
 import re
 import struct
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_own_addresses
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.cluster import node_own_addresses
 
 # sshd -T keywords that may appear more than once; their values are kept as a list.
 MULTI_VALUED = ("hostkey", "listenaddress", "port", "acceptenv", "subsystem", "include", "allowgroups",
@@ -134,61 +134,6 @@ def runtime_drift(probe, effective):
     return drift
 
 
-def known_hosts_lines(nodes, existing_text=""):
-    """Lines of an ``ssh_known_hosts`` file for the cluster.
-
-    ``nodes``: one dict per node, ``{names: [name or address, ...], key: "ssh-ed25519 AAAA... [comment]"}``.
-    A node whose ``key`` is empty was not reached by this run: its lines are kept from
-    ``existing_text`` (matched by any of its names), so a ``--limit`` run never drops a node it did
-    not see. Lines for names outside ``nodes`` are dropped. Returns sorted, de-duplicated lines.
-    """
-    lines = set()
-    unseen = set()
-    for node in nodes:
-        names = [str(name).strip() for name in node.get("names") or [] if str(name).strip()]
-        if not names:
-            raise ValueError("a node has no name or address for ssh_known_hosts: %r" % (node,))
-        key = " ".join(str(node.get("key") or "").split()[:2])
-        if key:
-            if len(key.split()) != 2:
-                raise ValueError("host key of %s is not '<type> <base64>': %r" % (names[0], node.get("key")))
-            lines.add("%s %s" % (",".join(_unique(names)), key))
-        else:
-            unseen.update(names)
-    for raw in (existing_text or "").splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#") or line.startswith("|") or line.startswith("@"):
-            continue
-        fields = line.split()
-        if len(fields) < 3:
-            continue
-        if set(fields[0].split(",")) & unseen:
-            lines.add(" ".join(fields[:3]))
-    return sorted(lines)
-
-
-def addresses_in_networks(addresses, networks):
-    """The addresses (strings) that fall inside any of the CIDR ``networks``, in input order."""
-    nets = [ipaddress.ip_network(str(net), strict=False) for net in networks or [] if str(net).strip()]
-    found = []
-    for address in addresses or []:
-        try:
-            ip = ipaddress.ip_address(str(address).strip())
-        except ValueError:
-            continue
-        if any(ip.version == net.version and ip in net for net in nets) and str(ip) not in found:
-            found.append(str(ip))
-    return found
-
-
-def _unique(items):
-    seen = []
-    for item in items:
-        if item not in seen:
-            seen.append(item)
-    return seen
-
-
 # Characters ssh reads as patterns or separators in a known_hosts host field: a name holding one could match,
 # and so take over, other hosts.
 PATTERN_CHARS = "*?![],"
@@ -253,7 +198,7 @@ def node_names(host, host_vars, extra_names=(), trust_fact_names=False, resolve=
     """Names and addresses a node is known by in ssh_known_hosts, and the fact names left out.
 
     From the inventory: the inventory name, ansible_host, gpufleet_cluster_address and the node's own addresses
-    (module_utils/cluster.node_own_addresses: inventory addresses, else those ``resolve``, the controller's resolver,
+    (plugin_utils/cluster.node_own_addresses: inventory addresses, else those ``resolve``, the controller's resolver,
     gives for a node named by DNS; never its facts), then ``extra_names`` (cluster_ssh_extra_names). The hostname
     and FQDN the node reports about itself are used only where they equal one of those or ``trust_fact_names`` is
     set; the others come back in the second list so the caller can refuse one that names another node. Every value

@@ -22,26 +22,24 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import nvidia_driver
+
 # (first driver branch, CUDA major its driver reports), newest first.
 CUDA_MAJOR_BY_BRANCH = ((580, 13), (525, 12), (450, 11))
-DCGM_PACKAGE_PREFIX = "datacenter-gpu-manager-4-cuda"
 DCGM_CUDA_MAJORS = (11, 12, 13)
 
-# Kernel machine name (uname -m, gpufleet_node.machine) -> directory of NVIDIA's CUDA repository and the
-# architecture in Prometheus' release tarball names (node_exporter-<v>.linux-<arch>.tar.gz).
-CUDA_REPO_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "sbsa", "arm64": "sbsa"}
+# Kernel machine name (uname -m, gpufleet_node.machine) -> the architecture in Prometheus' release tarball names
+# (node_exporter-<v>.linux-<arch>.tar.gz).
 GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
-
-_BRANCH_RE = re.compile(r"^\s*[rR]?(\d{3})(?:[.\s].*)?$")
 
 
 def driver_branch_number(branch):
-    """The branch number of '580', 580, 'R580', '580.95.05' or '570-server'; ValueError otherwise."""
-    text = str(branch if branch is not None else "").strip()
-    match = _BRANCH_RE.match(text.split("-", 1)[0])
-    if not match:
+    """The branch number of '580', 580, 'R580', '580.95.05' or '570-server' (module_utils/nvidia_driver.py reads it);
+    ValueError otherwise."""
+    number = nvidia_driver.driver_branch(branch)
+    if number is None:
         raise ValueError("not an NVIDIA driver branch: %r (expected e.g. '580' or '570.172.08')" % (branch,))
-    return int(match.group(1))
+    return number
 
 
 def cuda_major_for_branch(branch):
@@ -68,21 +66,6 @@ def dcgm_cuda_major(override, branch):
                              % (major, ", ".join(str(m) for m in DCGM_CUDA_MAJORS)))
         return major
     return cuda_major_for_branch(branch)
-
-
-def dcgm_package(override, branch):
-    """DCGM 4 package name for the driver branch (or an explicit CUDA major): datacenter-gpu-manager-4-cuda13."""
-    return "%s%d" % (DCGM_PACKAGE_PREFIX, dcgm_cuda_major(override, branch))
-
-
-def cuda_repo_arch(machine, override=""):
-    """CUDA repository architecture directory: ``override`` when set, else from the kernel machine name."""
-    if override not in (None, "", "auto"):
-        return str(override)
-    try:
-        return CUDA_REPO_ARCH[str(machine)]
-    except KeyError:
-        raise ValueError("NVIDIA's CUDA repository has no directory for machine %r (x86_64 or aarch64)" % (machine,))
 
 
 def go_arch(machine):

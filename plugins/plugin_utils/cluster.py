@@ -9,7 +9,7 @@ __metaclass__ = type
 
 import ipaddress
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.input_policy import checked_network
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.input_policy import checked_network
 
 
 def group_hosts(group_names, groups):

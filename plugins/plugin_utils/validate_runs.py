@@ -15,8 +15,8 @@ __metaclass__ = type
 import base64
 import json
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_address
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl import (
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.cluster import node_address
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.nccl import (
     parse_nccl_debug, transport_problems, transport_summary)
 
 DDP_PREFIX = "GPUFLEET_DDP_RESULT "
@@ -24,6 +24,7 @@ MPI_PREFIX = "GPUFLEET_MPI_RESULT "
 # The node's settings the training container must see: what the interconnect role writes to the fabric env file.
 FABRIC_PREFIXES = ("NCCL_", "UCX_")
 FABRIC_ENV_FILE = "/etc/gpufleet/fabric.env"
+MPI_HOSTFILE = "/etc/gpufleet/hostfile"
 
 
 def prefixed_json(text, prefix):
@@ -202,17 +203,26 @@ def _join_hosts(hosts, limit=8):
     return "%s and %d more" % (", ".join(hosts[:limit]), len(hosts) - limit)
 
 
-def ddp_verdict(run, backend, scope, expect_world_size=None, expect_nnodes=None, min_busbw_gbps=0.0,
-                active_rdma_ports=0, skip_reason="", fabric_env=None, fabric_env_path=FABRIC_ENV_FILE,
-                caller_env=None):
-    """Verdict of one torchrun DDP check (scope "node" or "fleet").
+def ddp_verdict(run, *, backend="gloo", scope="node", enabled=True, skip_reason="", expect_world_size=None,
+                expect_nnodes=None, min_busbw_gbps=0.0, active_rdma_ports=0, fabric_env=None,
+                fabric_env_path=FABRIC_ENV_FILE, nccl_env=None):
+    """Verdict of one torchrun DDP check (scope "node" or "fleet"); every argument after the run is a keyword.
 
     run: the registered command result ({rc, stdout, stderr} or {skipped: true}). backend: gloo or nccl.
+    Skipped, with the first reason that holds: skip_reason (why the workload steps cannot run on this node), "check
+    off" when not enabled, and for a fleet run expected on fewer than two nodes "no other node of the play runs
+    <backend> with a verified image"; then a run that did not happen is skipped as "not run".
     On nccl the NCCL_DEBUG=INFO lines are read back: a multi-node run on a node with active RDMA ports that
     fell back to sockets fails, whatever torchrun's exit status. fabric_env: the text of this node's fabric env
     file (None: the node has none); every NCCL_*/UCX_* setting in it must be what the check saw in the
-    container (see fabric_comparison; caller_env: what the run set itself).
+    container (see fabric_comparison), except those the run set itself: nccl_env, the environment the play gives
+    an NCCL run (a gloo run is given none).
     """
+    if not skip_reason and not enabled:
+        skip_reason = "check off"
+    if not skip_reason and scope == "fleet" and int(expect_nnodes or 0) < 2:
+        skip_reason = "no other node of the play runs %s with a verified image" % backend
+    caller_env = (nccl_env or {}) if backend == "nccl" else {}
     if skip_reason or not run or run.get("skipped"):
         return _skipped(skip_reason or "not run", backend=backend)
     stdout, stderr = run.get("stdout", ""), run.get("stderr", "")
@@ -298,16 +308,41 @@ def what_ran(reports, steps=("image", "ddp_multi_node", "mpi", "mpi_image")):
     return sorted(lines, key=lambda line: order[line["step"]])
 
 
-def mpi_verdict(run, where, entries, hostvars, hosts, me, skip_reason="", fabric_env=None,
-                fabric_env_path=FABRIC_ENV_FILE):
-    """Verdict of one mpirun of the MPI check (where: "host" or "image"), for inventory host ``me``.
+def mpi_skip_reason(where, entries, enabled=True, skip_reason="", hostfile=MPI_HOSTFILE, hostfile_found=True,
+                    not_ready=()):
+    """Why an mpirun of the MPI check did not run, '' when nothing stopped it: "check off" when not enabled, then
+    skip_reason; on the host a missing hostfile or one that lists none of the nodes checked; in the image a hostfile
+    without those nodes, or nodes of the run that cannot run the verified image (not_ready)."""
+    if not enabled:
+        return "check off"
+    if skip_reason:
+        return skip_reason
+    if where == "host":
+        if not hostfile_found:
+            return "no MPI hostfile at %s" % hostfile
+        return "" if entries else "the hostfile at %s lists none of the nodes checked" % hostfile
+    if not entries:
+        return "no usable MPI hostfile"
+    return "nodes without a runnable verified image: %s" % ", ".join(not_ready) if not_ready else ""
 
-    entries: the hostfile entries mpirun was given (one rank per node, in order). In the image, the settings
-    of ``me``'s fabric env file (fabric_env: its text, None when the node has none) must be what ``me``'s rank
-    saw in its container (see fabric_comparison).
+
+def mpi_verdict(run, *, where, entries, hostvars, hosts, me, enabled=True, skip_reason="", hostfile=MPI_HOSTFILE,
+                hostfile_found=True, not_ready=(), fabric_env=None, fabric_env_path=FABRIC_ENV_FILE):
+    """Verdict of one mpirun of the MPI check (where: "host" or "image"), for inventory host ``me``; every argument
+    after the run is a keyword.
+
+    entries: the hostfile entries mpirun was given (one rank per node, in order). A run that could not start is
+    skipped with mpi_skip_reason's reason, except on the host with the check on: a host MPI check that was asked
+    for and could not run fails, with that reason. In the image, the settings of ``me``'s fabric env file
+    (fabric_env: its text, None when the node has none) must be what ``me``'s rank saw in its container (see
+    fabric_comparison).
     """
-    if skip_reason or not run or run.get("skipped"):
-        return _skipped(skip_reason or "not run", where=where)
+    reason = mpi_skip_reason(where, entries, enabled, skip_reason, hostfile, hostfile_found, not_ready)
+    if reason or not run or run.get("skipped"):
+        verdict = _skipped(reason or "not run", where=where)
+        if where == "host" and enabled:
+            verdict["status"] = "failed"
+        return verdict
     stdout, stderr = run.get("stdout", ""), run.get("stderr", "")
     result = mpi_result(stdout)
     seen = dict((int(r["rank"]), r.get("host")) for r in result.get("ranks") or [] if "rank" in r)
