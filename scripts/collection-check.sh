@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the collection with ansible-galaxy, install the tarball into a scratch collections path (not this
-# checkout), and use it from there: ansible-doc renders the modules and the lookup, and a playbook runs a module, a
-# role and the lookup.
+# checkout), and use it from there: ansible-doc renders the modules and the shared-settings role, and a playbook runs
+# a module and a role and reads the shared settings.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d /tmp/gpufleet-collection.XXXXXX)
@@ -33,11 +33,18 @@ cat >"$work/run/smoke.yml" <<'PLAY'
         that:
           - gpufleet_node.os.id | length > 0
           - gpufleet_node.gpu_count is number
-    - name: Read another role's settings through the installed lookup (from the installed roles' defaults)
+
+- name: Read the shared settings from the installed collection
+  hosts: localhost
+  gather_facts: false
+  roles:
+    - role: gpufleet.cluster.gpufleet_defaults
+  tasks:
+    - name: The shared defaults are there (from the installed role)
       ansible.builtin.assert:
         that:
-          - lookup('gpufleet.cluster.setting', 'image_security_launcher_path') is match('/')
-          - lookup('gpufleet.cluster.setting', 'ssh_hardening_port') | int > 0
+          - gpufleet_launcher_path is match('/')
+          - gpufleet_ssh_port | int > 0
 PLAY
 (
   cd "$work/run"
@@ -47,8 +54,8 @@ PLAY
     ansible-doc "gpufleet.cluster.$module" >/dev/null
     echo "ansible-doc ok: gpufleet.cluster.$module"
   done
-  ansible-doc -t lookup gpufleet.cluster.setting >/dev/null
-  echo "ansible-doc ok: lookup gpufleet.cluster.setting"
+  ansible-doc -t role gpufleet.cluster.gpufleet_defaults >/dev/null
+  echo "ansible-doc ok: role gpufleet.cluster.gpufleet_defaults"
   ansible-playbook -i localhost, -c local -e 'ansible_python_interpreter={{ ansible_playbook_python }}' smoke.yml >"$work/smoke.log" 2>&1 || { cat "$work/smoke.log"; exit 1; }
   # Read the whole listing first: grep -q in a pipefail pipeline can end ansible-galaxy with SIGPIPE.
   listing=$(ansible-galaxy collection list gpufleet.cluster 2>/dev/null || true)

@@ -8,7 +8,8 @@ described (type, choices, description).
 Three outputs, in this order:
 
 - roles/<role>/README.md: the variables table(s) between the BEGIN/END markers below, one table per entry point
-  (main first, in the order of defaults/main.yml). Everything outside the markers is hand-written and stays.
+  (main first, or the one entry point of a role without tasks such as gpufleet_defaults; in the order of
+  defaults/main.yml). Everything outside the markers is hand-written and stays.
 - roles/<role>/defaults/main.yml: the comment right above each variable is its description (sub-options indented
   below it). Values, blank lines and '# --- ...' section headings are hand-written and stay.
 - inventories/prod/group_vars/all/<role>.yml, for the roles that have one: defaults/main.yml with every setting
@@ -54,8 +55,7 @@ def load_yaml(path):
 def argument_specs(root, role):
     data = load_yaml(os.path.join(root, "roles", role, "meta", "argument_specs.yml")) or {}
     specs = data.get("argument_specs") or {}
-    if "main" not in specs:
-        raise SpecError("roles/%s/meta/argument_specs.yml has no entry point main" % role)
+    main_entry(role, specs)
     for entry, spec in specs.items():
         for name, option in walk(spec.get("options") or {}):
             unknown = set(option) - OPTION_KEYS
@@ -63,6 +63,16 @@ def argument_specs(root, role):
                 raise SpecError("roles/%s/meta/argument_specs.yml: %s (%s) has keys this script does not render: %s"
                                 % (role, name, entry, ", ".join(sorted(unknown))))
     return specs
+
+
+def main_entry(role, specs):
+    """The entry point the tables start with: main, or the one entry point of a role without tasks (gpufleet_defaults
+    documents its settings under `settings`, so that no play gets an argument check task for it)."""
+    if "main" in specs:
+        return "main"
+    if len(specs) == 1:
+        return next(iter(specs))
+    raise SpecError("roles/%s/meta/argument_specs.yml has no entry point main" % role)
 
 
 def walk(options, prefix=""):
@@ -243,10 +253,11 @@ def readme_block(root, role):
     names = set()
     for spec in specs.values():
         names.update(name for name, _unused in walk(spec.get("options") or {}) if "." not in name)
-    main = specs["main"]
-    others = [entry for entry in sorted(specs) if entry != "main"]
+    first = main_entry(role, specs)
+    main = specs[first]
+    others = [entry for entry in sorted(specs) if entry != first]
     lines = [BEGIN, ""]
-    intro = "Entry point `main`: %s." % md_text(main.get("short_description", "").rstrip("."), set())
+    intro = "Entry point `%s`: %s." % (first, md_text(main.get("short_description", "").rstrip("."), set()))
     if others:
         intro += " Other entry points: %s (below)." % ", ".join(md_code(entry) for entry in others)
     lines.append(intro)
@@ -317,9 +328,10 @@ def option_comment(option):
     return lines
 
 
-def all_options(specs):
+def all_options(role, specs):
     options = {}
-    for entry in ["main"] + sorted(set(specs) - {"main"}):
+    first = main_entry(role, specs)
+    for entry in [first] + sorted(set(specs) - {first}):
         for name, option in (specs[entry].get("options") or {}).items():
             options.setdefault(name, option)
     return options
@@ -328,7 +340,7 @@ def all_options(specs):
 def defaults_file(root, role, current):
     """defaults/main.yml with the comment block right above each variable made from its description. A comment
     line starting with '# ---' there is a section heading and stays; values, blank lines and the rest stay."""
-    options = all_options(argument_specs(root, role))
+    options = all_options(role, argument_specs(root, role))
     node = yaml.compose(current)
     lines = current.splitlines()
     for key, _unused in reversed(node.value if node is not None else []):

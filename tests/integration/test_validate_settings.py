@@ -1,7 +1,7 @@
-"""validate run as playbooks/validate.yml runs it, on its own: its argument spec takes the image, key, launcher,
-hostfile, sshd port and training user from their owners' settings through lookup('gpufleet.cluster.setting')
-before its first task, with no other role in the play. In check mode on localhost (read-only checks, loopback only)
-it prints the fleet report and writes no report file."""
+"""validate run as playbooks/validate.yml runs it, on its own: the image, key, launcher, hostfile, sshd port and
+training user come from the shared settings (roles/gpufleet_defaults, its dependency) before its first task, with no
+other role in the play; another role's own knob set in the inventory moves that role only. In check mode on
+localhost (read-only checks, loopback only) it prints the fleet report and writes no report file."""
 import json
 import os
 import subprocess
@@ -41,7 +41,7 @@ PLAY = """
 """
 
 
-def test_validate_alone_reads_its_owners_settings_and_check_mode_writes_no_report(tmp_path):
+def test_validate_alone_reads_the_shared_settings_and_check_mode_writes_no_report(tmp_path):
     key = tmp_path / "fleet.pub"
     key.write_text("-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n-----END PUBLIC KEY-----\n")
     play = tmp_path / "play.yml"
@@ -50,14 +50,16 @@ def test_validate_alone_reads_its_owners_settings_and_check_mode_writes_no_repor
         "resolved_file": str(tmp_path / "resolved.json"),
         "validate_report_root": str(tmp_path / "reports"),
         "validate_fail_on_failure": False,
-        # Owners' settings as an inventory gives them; nothing of image_security, ssh_hardening, cluster_ssh or
+        # Shared settings as an inventory gives them; nothing of image_security, ssh_hardening, cluster_ssh or
         # interconnect runs in this play.
         "gpufleet_image": "registry.example/gpufleet/training:cpu",
-        "image_security_cosign_public_key_file": str(key),
-        "ssh_hardening_port": 2222,
+        "gpufleet_cosign_public_key_file": str(key),
+        "gpufleet_ssh_port": 2222,
         "gpufleet_training_user": "trainer",
         "interconnect_peermem": False,
-        "interconnect_hostfile_path": str(tmp_path / "hostfile"),
+        "gpufleet_hostfile_path": str(tmp_path / "hostfile"),
+        # Another role's own knob moves that role alone.
+        "image_security_launcher_path": "/opt/elsewhere/gpufleet-run-image",
         "ansible_python_interpreter": sys.executable,
     }
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1",
@@ -68,20 +70,20 @@ def test_validate_alone_reads_its_owners_settings_and_check_mode_writes_no_repor
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
 
     resolved = json.loads((tmp_path / "resolved.json").read_text())
-    with open(os.path.join(ROOT, "roles", "image_security", "defaults", "main.yml")) as handle:
-        owner = yaml.safe_load(handle)
+    with open(os.path.join(ROOT, "roles", "gpufleet_defaults", "defaults", "main.yml")) as handle:
+        shared = yaml.safe_load(handle)
     assert resolved["image"] == "registry.example/gpufleet/training:cpu"
     assert resolved["key"] == key.read_text().rstrip("\n")
-    # Unset in the play: image_security's own defaults, read from its defaults file.
-    assert resolved["launcher"] == owner["image_security_launcher_path"]
-    assert resolved["record"] == owner["image_security_record_path"]
+    # Unset in the play: the shared defaults (image_security_launcher_path moved image_security only).
+    assert resolved["launcher"] == shared["gpufleet_launcher_path"]
+    assert resolved["record"] == shared["gpufleet_image_record_path"]
     assert int(resolved["ssh_port"]) == 2222
     assert resolved["training_user"] == "trainer"
-    # interconnect's own derivation: the deprecated interconnect_peermem false means no GPUDirect RDMA.
+    # The deprecated interconnect_peermem false still means no GPUDirect RDMA, as interconnect reads it.
     assert resolved["gpudirect"] == "none"
     assert resolved["hostfile"] == str(tmp_path / "hostfile")
     assert int(resolved["exporter_port"]) == 9100
-    # The MPI step looked for the hostfile interconnect's setting names, and failed without it.
+    # The MPI step looked for the hostfile the shared setting names, and failed without it.
     assert "no MPI hostfile at %s" % (tmp_path / "hostfile") in proc.stdout
     assert resolved["verdict"] == "failed"
 

@@ -2,9 +2,9 @@
 
 The task's own `vars`, `that` conditions and `fail_msg` are rendered with Jinja2 and Ansible's own filters and tests,
 the collection's filters (their dotted names made plain identifiers, as Jinja2 cannot parse them) and the role's
-variables: what the test sets, else the role's vars/main.yml and defaults/main.yml, templated on use, with
-lookup('gpufleet.cluster.setting', name) reading the owner role's value the same way. A loop task gives one result
-per item. So a test feeds a setting and sees whether the role's first task refuses it, and with which message.
+variables: what the test sets, else the role's vars/main.yml and defaults/main.yml, else the shared settings of
+roles/gpufleet_defaults (the role every role depends on), templated on use. A loop task gives one result per item.
+So a test feeds a setting and sees whether the role's first task refuses it, and with which message.
 """
 import os
 import re
@@ -20,11 +20,10 @@ from ansible.plugins.test.core import TestModule as CoreTests
 from ansible.plugins.test.files import TestModule as FileTests
 from ansible.plugins.test.mathstuff import TestModule as MathTests
 
-from ansible_collections.gpufleet.cluster.plugins.lookup import setting
-
 from conftest import ROOT
 
 ROLES = os.path.join(ROOT, "roles")
+SHARED = "gpufleet_defaults"
 FILTER_MODULES = ("cluster", "input_policy", "ssh", "nvidia_driver", "gpu_policy", "packages", "file_sd", "dcgm")
 DOTTED = re.compile(r"\b(gpufleet\.cluster|ansible\.builtin)\.([a-z_]+)")
 # What a play would give the check tasks: a Debian 13 node named node1 in a two-node fleet.
@@ -54,27 +53,21 @@ def _load(*parts):
 
 
 class RoleVariables(object):
-    """The variables a role's task sees: the test's settings, else the play's, else role vars, else defaults."""
+    """The variables a role's task sees: the test's settings, else the play's, else role vars, else its defaults,
+    else the shared defaults."""
 
     def __init__(self, role, settings):
         self.role = role
         self.settings = dict(PLAY, **settings)
         self.cache = {}
         self.env = environment(native=True)
-        self.env.globals["lookup"] = self.lookup
-
-    def lookup(self, kind, *names, **_options):
-        # _plain() made 'gpufleet.cluster.setting' 'gpufleet_setting'.
-        assert kind == "gpufleet_setting", "only the setting lookup is known here: %s" % kind
-        values = [self.get(name) for name in names]
-        return values[0] if len(values) == 1 else values
 
     def get(self, name):
         if name in self.settings:
             return self.settings[name]
         if name not in self.cache:
-            owner = setting.owner_of(name, ROLES) or self.role
-            for source in (_load(owner, "vars", "main.yml"), _load(owner, "defaults", "main.yml")):
+            for source in (_load(self.role, "vars", "main.yml"), _load(self.role, "defaults", "main.yml"),
+                           _load(SHARED, "defaults", "main.yml")):
                 if name in source:
                     self.cache[name] = jinja2.ChainableUndefined(name=name)  # a cycle reads as undefined
                     self.cache[name] = self.render(source[name])
@@ -86,8 +79,7 @@ class RoleVariables(object):
     def context(self, text, local=None):
         local = local or {}
         names = jinja2.meta.find_undeclared_variables(self.env.parse(text))
-        found = dict((name, local[name] if name in local else self.get(name)) for name in names if name != "lookup")
-        return found
+        return dict((name, local[name] if name in local else self.get(name)) for name in names)
 
     def render(self, value, local=None):
         if isinstance(value, str):
@@ -107,9 +99,7 @@ class RoleVariables(object):
 
     def text(self, value, local):
         text = _plain(value)
-        env = environment()
-        env.globals["lookup"] = self.lookup
-        return env.from_string(text).render(**self.context(text, local))
+        return environment().from_string(text).render(**self.context(text, local))
 
 
 def environment(native=False):

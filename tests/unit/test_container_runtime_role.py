@@ -29,7 +29,10 @@ def test_every_variable_is_documented_with_its_default():
         if name != "container_runtime_daemon_json_overlay":
             assert option == main[name], name
     assert defaults["container_runtime_default_shm_size"] == "8G"
-    assert defaults["container_runtime_ulimit_memlock"] == -1
+    # The shared setting, which the training image launcher's memlock defaults to as well: -1.
+    assert defaults["container_runtime_ulimit_memlock"] == "{{ gpufleet_container_memlock }}"
+    with open(os.path.join(ROOT, "roles", "gpufleet_defaults", "defaults", "main.yml")) as handle:
+        assert yaml.safe_load(handle)["gpufleet_container_memlock"] == -1
     assert defaults["container_runtime_ulimit_stack"] == 67108864
     assert defaults["container_runtime_no_new_privileges"] is True
 

@@ -55,7 +55,9 @@ def node_vars(gpufleet_rdma, **variables):
         interconnect_nccl_socket_ifname=defaults["interconnect_nccl_socket_ifname"],
         interconnect_nccl_socket_ifname_fallback=defaults["interconnect_nccl_socket_ifname_fallback"],
         interconnect_nccl_settings={}, interconnect_cluster_network="",
-        interconnect_fabric_env_path=defaults["interconnect_fabric_env_path"],
+        # The role's default is the shared setting (roles/gpufleet_defaults).
+        interconnect_fabric_env_path=DataLoader().load_from_file(os.path.join(
+            ROLE, "..", "gpufleet_defaults", "defaults", "main.yml"))["gpufleet_fabric_env_path"],
         gpufleet_rdma=gpufleet_rdma, gpufleet_ucx=ucx_fact(), gpufleet_gpudirect={"method": "none", "nccl_dmabuf": False})
     values.update(variables)
     return values

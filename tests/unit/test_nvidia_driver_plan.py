@@ -79,11 +79,17 @@ def test_a_check_of_the_installed_driver_takes_its_floor():
 
 
 def test_default_branch_is_580_and_documented_the_same():
+    """The branch is the shared setting gpufleet_driver_branch (gpu_monitoring's DCGM package follows it): 580."""
     defaults = load_yaml("defaults", "main.yml")
     spec = load_yaml("meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
-    assert defaults["nvidia_driver_branch"] == "580"
-    assert spec["nvidia_driver_branch"]["default"] == "580"
+    assert defaults["nvidia_driver_branch"] == "{{ gpufleet_driver_branch }}"
+    assert spec["nvidia_driver_branch"]["default"] == "{{ gpufleet_driver_branch }}"
     assert spec["nvidia_driver_branch"]["type"] == "str"
+    with open(os.path.join(ROLE, "..", "gpufleet_defaults", "defaults", "main.yml")) as handle:
+        assert yaml.safe_load(handle)["gpufleet_driver_branch"] == "580"
+    with open(os.path.join(ROLE, "..", "gpufleet_defaults", "meta", "argument_specs.yml")) as handle:
+        shared = yaml.safe_load(handle)["argument_specs"]["settings"]["options"]["gpufleet_driver_branch"]
+    assert shared["default"] == "580" and shared["type"] == "str"
 
 
 def test_every_default_is_documented_with_the_same_value():

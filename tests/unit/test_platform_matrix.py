@@ -5,7 +5,8 @@ gpufleet_node.os comes from the real parser (sysfs.os_summary(sysfs.parse_os_rel
 texts (tests/fixtures/os-release/<name>, each naming its source). Each role's vars lookup is read from its own
 tasks/main.yml (the first_found list), rendered for the node and resolved against roles/<role>/vars like Ansible's
 first_found does. Derived settings (DCGM package, CUDA repository URL, node_exporter tarball) are rendered from the
-roles' own defaults/vars by Ansible's templar with the collection's filters.
+roles' own defaults/vars over the shared settings (roles/gpufleet_defaults) by Ansible's templar with the collection's
+filters.
 
 No EL9 or Ubuntu package archive is reachable from the test machines: the Rocky/RHEL 9 and Ubuntu rows are checked
 here only, against the package names the distributions publish (cited per row), never installed.
@@ -130,7 +131,8 @@ def renderer():
 
 
 class RoleVars(object):
-    """Layered role variables (defaults < vars/main.yml < OS vars < extra); a lookup renders the value."""
+    """Layered role variables (shared defaults < defaults < vars/main.yml < OS vars < extra); a lookup renders the
+    value."""
 
     def __init__(self, *layers):
         self.layers = list(layers)
@@ -148,7 +150,8 @@ class RoleVars(object):
 
 
 def role_vars(role, gpufleet_node, os_vars_file=None, **extra):
-    layers = [load_yaml(ROLES, role, "defaults", "main.yml")]
+    # Every role depends on gpufleet_defaults: its defaults come with the role's own, below them.
+    layers = [load_yaml(ROLES, "gpufleet_defaults", "defaults", "main.yml"), load_yaml(ROLES, role, "defaults", "main.yml")]
     if os.path.exists(os.path.join(ROLES, role, "vars", "main.yml")):
         layers.append(load_yaml(ROLES, role, "vars", "main.yml"))
     if os_vars_file:
@@ -630,20 +633,20 @@ def test_gpu_monitoring_tarball_checksum_per_architecture(name, machine):
 def test_gpu_monitoring_dcgm_package_follows_the_driver_branch(name, machine, branch, package):
     gpufleet_node = node(name, machine)
     found = resolve_os_vars("gpu_monitoring", gpufleet_node)
-    assert role_vars("gpu_monitoring", gpufleet_node, found, nvidia_driver_branch=branch)["gpu_monitoring_dcgm_package"] == package
+    assert role_vars("gpu_monitoring", gpufleet_node, found, gpufleet_driver_branch=branch)["gpu_monitoring_dcgm_package"] == package
 
 
 def test_gpu_monitoring_dcgm_defaults_and_overrides():
     gpufleet_node = node("debian-13", "x86_64")
     found = resolve_os_vars("gpu_monitoring", gpufleet_node)
-    nvidia_default = load_yaml(ROLES, "nvidia_driver", "defaults", "main.yml")["nvidia_driver_branch"]
-    # Without nvidia_driver in the play, the same branch as nvidia_driver's default.
+    nvidia_default = role_vars("nvidia_driver", gpufleet_node)["nvidia_driver_branch"]
+    # Without nvidia_driver in the play, the same branch as nvidia_driver's default (the shared one).
     assert role_vars("gpu_monitoring", gpufleet_node, found)["gpu_monitoring_dcgm_package"] == (
         "datacenter-gpu-manager-4-cuda%d" % dcgm.cuda_major_for_branch(nvidia_default))
-    assert role_vars("gpu_monitoring", gpufleet_node, found, nvidia_driver_branch="580",
+    assert role_vars("gpu_monitoring", gpufleet_node, found, gpufleet_driver_branch="580",
                      gpu_monitoring_dcgm_cuda_major="12")["gpu_monitoring_dcgm_package"] == "datacenter-gpu-manager-4-cuda12"
     # The old name of the override is still read.
-    assert role_vars("gpu_monitoring", gpufleet_node, found, nvidia_driver_branch="580",
+    assert role_vars("gpu_monitoring", gpufleet_node, found, gpufleet_driver_branch="580",
                      gpu_monitoring_cuda_major=12)["gpu_monitoring_dcgm_package"] == "datacenter-gpu-manager-4-cuda12"
 
 
@@ -656,8 +659,8 @@ def shared_cuda_source(name, machine, **extra):
     include = next(task for task in load_yaml(ROLES, "gpu_monitoring", "tasks", "dcgm.yml")
                    if (task.get("ansible.builtin.include_role") or {}).get("tasks_from") == "cuda_repository")
     # The include's own variables, as gpu_monitoring renders them after the set_fact that resolves the source URL.
-    monitoring.layers.append({"__gpu_monitoring_dcgm_source_url": monitoring["__gpu_monitoring_dcgm_repo_url"],
-                              "__gpu_monitoring_dcgm_source_key_url": monitoring["__gpu_monitoring_dcgm_repo_key_url"]})
+    monitoring.layers.append({"__gpu_monitoring_dcgm_source_url": monitoring["gpu_monitoring_dcgm_repo_url"],
+                              "__gpu_monitoring_dcgm_source_key_url": monitoring["gpu_monitoring_dcgm_repo_key_url"]})
     handed = {var: monitoring.render(value) for var, value in include["vars"].items()}
     driver = role_vars("nvidia_driver", gpufleet_node, None, **dict(extra, **handed))
     return handed["nvidia_driver_repo_url"], driver["__nvidia_driver_cuda_repo"]
@@ -666,7 +669,7 @@ def shared_cuda_source(name, machine, **extra):
 @pytest.mark.parametrize("name, machine", MATRIX)
 def test_dcgm_uses_the_one_cuda_source_for_this_os_and_arch(name, machine):
     handed, url = shared_cuda_source(name, machine)
-    # Nothing of its own: the driver's default (or nvidia_driver_repo_url), so both roles write the same entry.
+    # Nothing of its own: the shared gpufleet_cuda_repo_url the driver uses too, so both roles write the same entry.
     assert handed == ""
     assert url == "https://developer.download.nvidia.com/compute/cuda/repos/%s/%s" % (
         CUDA_DISTRO[name], "sbsa" if machine == "aarch64" else "x86_64")
@@ -674,9 +677,11 @@ def test_dcgm_uses_the_one_cuda_source_for_this_os_and_arch(name, machine):
 
 @pytest.mark.parametrize("name, machine", MATRIX)
 def test_dcgm_repo_overrides(name, machine):
-    # A site mirror given to the driver is what DCGM uses too.
-    handed, url = shared_cuda_source(name, machine, nvidia_driver_repo_url="https://mirror.example/cuda/rhel9/sbsa")
+    # A site mirror given to both roles (the shared setting) is what DCGM uses too.
+    handed, url = shared_cuda_source(name, machine, gpufleet_cuda_repo_url="https://mirror.example/cuda/rhel9/sbsa")
     assert url == "https://mirror.example/cuda/rhel9/sbsa"
+    assert role_vars("nvidia_driver", node(name, machine), gpufleet_cuda_repo_url="https://mirror.example/cuda/rhel9/sbsa")[
+        "__nvidia_driver_cuda_repo"] == url
     # gpu_monitoring_dcgm_repo_url replaces the shared source's URL.
     handed, url = shared_cuda_source(name, machine, gpu_monitoring_dcgm_repo_url="https://mirror.example/cuda/")
     assert (handed, url) == ("https://mirror.example/cuda/", "https://mirror.example/cuda")
