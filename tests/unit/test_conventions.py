@@ -166,3 +166,101 @@ def test_every_role_readme_lists_its_tags():
             problems.append("%s: Tags section does not name %s" % (role, ", ".join(missing)))
     assert given.get("os_hardening") and given.get("gpu_monitoring") >= {"gpu_monitoring", "prometheus"}
     assert not problems, problems
+
+
+def role_and_playbook_tasks():
+    """(where, task) for every task of the roles' tasks/ and handlers/ files and of site.yml and playbooks/*.yml,
+    blocks included."""
+    for role, path in role_files(".yml"):
+        if os.sep + "tasks" + os.sep not in path and os.sep + "handlers" + os.sep not in path:
+            continue
+        with open(path) as handle:
+            for task in tasks_of(yaml.safe_load(handle) or []):
+                yield os.path.relpath(path, ROOT), task
+    paths = [os.path.join(ROOT, "site.yml")] + [os.path.join(ROOT, "playbooks", name)
+                                                for name in sorted(os.listdir(os.path.join(ROOT, "playbooks")))
+                                                if name.endswith(".yml")]
+    for path in paths:
+        with open(path) as handle:
+            for play in yaml.safe_load(handle) or []:
+                for key in ("pre_tasks", "tasks", "post_tasks", "handlers"):
+                    for task in tasks_of(play.get(key)):
+                        yield os.path.relpath(path, ROOT), task
+
+
+# Builtins kept where the batched modules do not do the job, each for its reason (a comment at the task says it).
+BUILTIN_LINE_EDITS = {
+    # A block of lines inside the aide.conf the EL package owns: neither a whole file nor key lines.
+    ("roles/os_hardening/tasks/file_integrity.yml", "ansible.builtin.blockinfile"),
+    # dnf-automatic's options by section: the same option name stands in several sections.
+    ("roles/os_hardening/tasks/unattended_upgrades.yml", "community.general.ini_file"),
+}
+
+
+def one_way_problem(where, task):
+    """Why a task writes a file, a unit's state, a sysctl or a line another way than the collection's batched modules
+    (managed_files, systemd_units, sysctl_settings, line_settings), or None."""
+    on_controller = task.get("delegate_to") == "localhost"
+    for module in ("ansible.builtin.lineinfile", "ansible.builtin.replace", "ansible.builtin.assemble",
+                   "ansible.posix.sysctl", "community.general.pam_limits", "ansible.builtin.service",
+                   "ansible.builtin.systemd"):
+        if module in task:
+            return "%s: use the collection's batched module" % module
+    for module in ("ansible.builtin.blockinfile", "community.general.ini_file"):
+        if module in task and (where, module) not in BUILTIN_LINE_EDITS:
+            return "%s: use gpufleet.cluster.line_settings or managed_files" % module
+    for module in ("ansible.builtin.copy", "ansible.builtin.template"):
+        if module in task and not on_controller:
+            return "%s on a node: use gpufleet.cluster.managed_files" % module
+    args = task.get("ansible.builtin.file")
+    if args is not None and not on_controller:
+        # Left: a link (managed_files writes none) and the attributes of a file whose content is not ours.
+        if not isinstance(args, dict) or args.get("state", "file") not in ("link", "file"):
+            return "ansible.builtin.file state %s: use gpufleet.cluster.managed_files" % (args.get("state"),)
+    args = task.get("ansible.builtin.systemd_service")
+    if args is not None:
+        # Left: restarts, reloads and re-executions (systemd_units starts, stops, enables, disables and reloads
+        # systemd's units, and restarts nothing), and reads.
+        state = str(args.get("state", ""))
+        wants = set(args) & {"enabled", "masked", "daemon_reload"}
+        if state and "restart" not in state and "reload" not in state:
+            return "systemd_service state %s: use gpufleet.cluster.systemd_units" % state
+        if wants and not state:
+            return "systemd_service %s alone: use gpufleet.cluster.systemd_units" % ", ".join(sorted(wants))
+        if "enabled" in wants or "masked" in wants:
+            return "systemd_service enabled/masked: use gpufleet.cluster.systemd_units"
+    return None
+
+
+def test_one_way_per_kind_of_change():
+    """Files, directories and removals through managed_files, units' states and daemon-reloads through systemd_units,
+    sysctl through sysctl_settings, key lines through line_settings: the builtins only where those do not do the job
+    (a restart or reload, a link, a file's attributes alone, a URL or an archive, a block or an ini section on EL)
+    and for the reports the controller keeps."""
+    problems, seen = [], 0
+    for where, task in role_and_playbook_tasks():
+        seen += 1
+        problem = one_way_problem(where, task)
+        if problem:
+            problems.append("%s: %s: %s" % (where, task.get("name"), problem))
+    assert seen > 500
+    assert problems == []
+
+
+def test_one_way_check_catches_the_other_ways():
+    node_copy = {"name": "x", "ansible.builtin.copy": {"content": "a", "dest": "/etc/a"}}
+    assert one_way_problem("roles/r/tasks/x.yml", node_copy)
+    assert one_way_problem("roles/r/tasks/x.yml", dict(node_copy, delegate_to="localhost")) is None
+    assert one_way_problem("roles/r/tasks/x.yml", {"ansible.builtin.file": {"path": "/d", "state": "directory"}})
+    assert one_way_problem("roles/r/tasks/x.yml", {"ansible.builtin.file": {"path": "/d", "state": "absent"}})
+    assert one_way_problem("roles/r/tasks/x.yml", {"ansible.builtin.file": {"path": "/b", "mode": "0750"}}) is None
+    assert one_way_problem("roles/r/tasks/x.yml", {"ansible.builtin.systemd_service": {"name": "a", "state": "started"}})
+    assert one_way_problem("roles/r/tasks/x.yml", {"ansible.builtin.systemd_service": {"daemon_reload": True}})
+    assert one_way_problem("roles/r/tasks/x.yml", {"ansible.builtin.systemd_service": {"name": "a", "enabled": False}})
+    assert one_way_problem("roles/r/handlers/main.yml",
+                           {"ansible.builtin.systemd_service": {"name": "a", "state": "restarted",
+                                                                "daemon_reload": True}}) is None
+    assert one_way_problem("roles/r/tasks/x.yml", {"ansible.builtin.systemd_service": {"name": "a"}}) is None
+    assert one_way_problem("roles/r/tasks/x.yml", {"ansible.builtin.lineinfile": {"path": "/a", "line": "b"}})
+    assert one_way_problem("roles/r/tasks/x.yml", {"ansible.posix.sysctl": {"name": "a", "value": "1"}})
+    assert one_way_problem("roles/r/tasks/x.yml", {"ansible.builtin.blockinfile": {"path": "/a", "block": "b"}})

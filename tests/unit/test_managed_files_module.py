@@ -570,3 +570,17 @@ def test_settled_changes_nothing(node):
     before = snapshot(node)
     assert mf.settled(items) is None and mf.settled(items[:1]) is not None
     assert snapshot(node) == before
+
+
+def test_the_node_log_names_destinations_and_never_contents(node, monkeypatch):
+    """ansible-core passes the task's no_log (off by default) in place of the module's no_log=True, and masks a
+    no_log suboption only where its value shows verbatim: the "Invoked with" line must name the items alone."""
+    from ansible.module_utils import basic
+    logged = []
+    monkeypatch.setattr(basic.AnsibleModule, "log", lambda module, msg, log_args=None: logged.append((msg, log_args)))
+    items = files(node, i0={"content": SECRET + "second line\n", "diff": False})
+    with_task_no_log_off = {"files": items, "_ansible_no_log": False}
+    run_main(managed_files.main, with_task_no_log_off)
+    text = repr(logged)
+    assert "web_password_hash" not in text and "second line" not in text and "PasswordAuthentication" not in text
+    assert logged[0][0] == "Invoked with files: %s (file), %s (file)" % (items[0]["dest"], items[1]["dest"])
