@@ -248,7 +248,7 @@ def test_derived_shared_values():
     names = ["gpufleet_gpudirect_preference", "__interconnect_gpudirect_preference", "validate_gpudirect_preference"]
     roles = ["interconnect", "validate"]
     assert set(resolve(roles, names).values()) == {"auto"}
-    assert set(resolve(roles, names, gpufleet_gpudirect="dmabuf").values()) == {"dmabuf"}
+    assert set(resolve(roles, names, gpufleet_gpudirect_method="dmabuf").values()) == {"dmabuf"}
     assert set(resolve(roles, names, interconnect_peermem=False).values()) == {"none"}
     # The exporters' scheme and scrape user: gpu_monitoring's own and the shared ones validate scrapes with.
     names = ["gpufleet_exporter_scheme", "__gpu_monitoring_scheme", "gpufleet_exporter_scrape_user",
@@ -285,3 +285,26 @@ def test_the_controller_directories_follow_one_setting():
         "image_security_scan_report_dir": "/srv/gpufleet/reports/trivy", "image_build_report_dir": "/srv/gpufleet/reports/images"}
     assert resolve(roles, names, gpufleet_controller_dir="/data", gpufleet_cluster_name="prod")[
         "interconnect_controller_dir"] == "/data/reports/prod"
+
+
+def test_no_shared_setting_shares_its_name_with_a_fact():
+    """A fact (a module's ansible_facts, a set_fact) wins over role defaults: a shared setting of the same name would
+    silently take the fact's value on every run after the one that set it (the fact cache keeps it)."""
+    facts = set()
+    for name in os.listdir(os.path.join(ROOT, "plugins", "modules")):
+        if name.endswith(".py"):
+            with open(os.path.join(ROOT, "plugins", "modules", name)) as handle:
+                facts.update(re.findall(r"ansible_facts=\{\"(\w+)\"", handle.read()))
+    for role in ROLES:
+        for folder, _dirs, names in os.walk(os.path.join(ROOT, "roles", role, "tasks")):
+            for name in names:
+                tasks = yaml.safe_load(open(os.path.join(folder, name))) or []
+                stack = list(tasks)
+                while stack:
+                    task = stack.pop()
+                    if isinstance(task, dict):
+                        stack.extend(task.get("block", []) + task.get("rescue", []) + task.get("always", []))
+                        facts.update(key for key in (task.get("ansible.builtin.set_fact") or {}) if key != "cacheable")
+    assert {"gpufleet_node", "gpufleet_gpudirect", "gpufleet_rdma", "gpufleet_ucx"} <= facts
+    shared = set(load("gpufleet_defaults", "defaults", "main.yml"))
+    assert shared and not shared & facts, sorted(shared & facts)
