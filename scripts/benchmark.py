@@ -458,12 +458,10 @@ def role_rows(events):
 def print_roles(rows, node_count=1):
     print("  per role, per node: task results (skipped), node round trips, seconds of results")
     for row in rows:
-        print("    %-26s %6.1f (%5.1f) %6.1f %7.1fs" % (row["role"], row["results"] / node_count,
-                                                       row["skipped"] / node_count, row["round_trips"] / node_count,
-                                                       row["seconds"] / node_count))
-    print("    %-26s %6.1f (%5.1f) %6.1f" % ("all", sum(r["results"] for r in rows) / node_count,
-                                           sum(r["skipped"] for r in rows) / node_count,
-                                           sum(r["round_trips"] for r in rows) / node_count))
+        figures = (row["results"], row["skipped"], row["round_trips"], row["seconds"])
+        print("    %-26s %6.1f (%5.1f) %6.1f %7.1fs" % ((row["role"],) + tuple(f / node_count for f in figures)))
+    totals = [sum(r[key] for r in rows) / node_count for key in ("results", "skipped", "round_trips")]
+    print("    %-26s %6.1f (%5.1f) %6.1f" % tuple(["all"] + totals))
 
 
 def summarize(label, seconds, rows, controller, nodes, node_count=1, idle=None):

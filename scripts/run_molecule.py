@@ -45,7 +45,9 @@ def tail(path, lines=80):
 
 # Ansible's failure lines: `fatal: [host]: FAILED! => ...`, `failed: [host] (item=...) => ...`; molecule's own
 # (an idempotence failure), but not its lines that only repeat a playbook's return code.
-FAILURE = re.compile(r"^(fatal|failed): \[|^CRITICAL (?!Ansible return code was)")
+# molecule's own CRITICAL lines, less two that are no failure: its summary of a failed playbook (the playbook's
+# failure is shown instead) and its note, with -s, that there is no default scenario.
+FAILURE = re.compile(r"^(fatal|failed): \[|^CRITICAL (?!Ansible return code was|'molecule/default/molecule\.yml' glob failed)")
 TASK = re.compile(r"^TASK \[(.*)\]")
 KEY = re.compile(r"^\s+(msg|rc|stderr|stdout|reason|item|module_stderr|module_stdout|exception):")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -75,7 +75,7 @@ def ssh_session(pid=None, proc="/proc", user_name=None):
     that has it, with ``user`` (the account that process runs as, by name where ``user_name`` knows it) and ``uid``;
     None when no ancestor has it."""
     pid = os.getpid() if pid is None else pid
-    for _ in range(MAX_DEPTH):
+    for _depth in range(MAX_DEPTH):
         if not pid or pid <= 1:
             return None
         parent, uid = _parent_and_uid(proc, pid)

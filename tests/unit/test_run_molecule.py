@@ -100,3 +100,11 @@ def test_a_log_without_failures_gives_nothing(tmp_path):
     path = tmp_path / "ok.log"
     path.write_text("TASK [x]\nok: [h]\n")
     assert run_molecule.failures(str(path)) == []
+
+
+def test_the_note_that_there_is_no_default_scenario_is_no_failure(tmp_path):
+    # The line molecule 25 prints first under `molecule test -s <scenario>` in a project without molecule/default.
+    path = tmp_path / "glob.log"
+    path.write_text("CRITICAL 'molecule/default/molecule.yml' glob failed.  Exiting.\n"
+                    "INFO     default scenario not found, disabling shared state.\n")
+    assert run_molecule.failures(str(path)) == []

@@ -8,8 +8,8 @@ def process(proc, pid, parent, uid, environ=None):
     folder = proc / str(pid)
     folder.mkdir(parents=True)
     (folder / "status").write_text("Name:\tx\nPid:\t%d\nPPid:\t%d\nUid:\t%d\t0\t0\t0\n" % (pid, parent, uid))
-    (folder / "environ").write_bytes(b"\0".join(b"%s=%s" % (k.encode(), v.encode())
-                                               for k, v in (environ or {}).items()) + b"\0")
+    pairs = [b"%s=%s" % (k.encode(), v.encode()) for k, v in (environ or {}).items()]
+    (folder / "environ").write_bytes(b"\0".join(pairs) + b"\0")
 
 
 @pytest.fixture
