@@ -13,7 +13,7 @@ export GPUFLEET_NODE_IMAGE ?= gpufleet-node:trixie
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help venv docker image training-image lab lab-up lab-down acceptance audit lint syntax unit integration docs collection sanity ee ee-image molecule test test-fast benchmark clean
+.PHONY: help venv docker image training-image lab lab-up lab-down acceptance audit lint syntax unit integration docs collection sanity core-latest ee ee-image molecule test test-fast benchmark clean
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -75,8 +75,11 @@ docs: venv  ## Role README variable tables, defaults/main.yml comments and inven
 collection: venv  ## Build the collection tarball, install it elsewhere and use it
 	@scripts/collection-check.sh
 
-sanity: venv  ## ansible-test sanity on a copy of the collection (skips listed in tests/sanity/ignore-2.19.txt)
+sanity: venv  ## ansible-test sanity on a copy of the collection (skips listed in tests/sanity/ignore-<ansible-core X.Y>.txt)
 	@scripts/sanity.sh
+
+core-latest: docker  ## unit, integration, collection and sanity on the newest ansible-core (requirements-core-latest.txt) in a Debian 13 container
+	@scripts/core-latest.sh
 
 ee: $(VENV)/.installed-test  ## Build context of the execution environment for AWX/AAP in build/ee/context (docs/awx.md)
 	@scripts/ee-context.sh
@@ -90,9 +93,9 @@ molecule: venv image  ## molecule test for every scenario (MOLECULE_JOBS in para
 test-fast: venv  ## Everything but molecule
 	@$(BIN)/python scripts/run_tests.py lint syntax unit integration collection sanity
 
-test: venv  ## Everything: lint, syntax, unit, integration, collection, sanity, execution environment image, molecule
+test: venv  ## Everything: lint, syntax, unit, integration, collection, sanity, execution environment image, the same on the newest ansible-core, molecule
 	@scripts/ensure-docker.sh
-	@$(BIN)/python scripts/run_tests.py lint syntax unit integration collection sanity ee molecule
+	@$(BIN)/python scripts/run_tests.py lint syntax unit integration collection sanity ee core-latest molecule
 
 # dev-sec's hardening collection that `make benchmark` runs beside site.yml: $GPUFLEET_PEER_DEVSEC, else a
 # shared/peers/devsec-hardening folder beside the checkout when there is one; without it the comparison is skipped.
@@ -103,7 +106,8 @@ BENCHMARK_ARGS ?=
 benchmark: venv image  ## No-op figures at 1, 2 and 4 lab nodes beside dev-sec's hardening (PEER=, BENCHMARK_ARGS=)
 	@$(BIN)/python scripts/benchmark.py $(if $(PEER),--peer "$(PEER)") $(BENCHMARK_ARGS)
 
-clean: lab-down  ## Remove the venv, caches and the shared apt cache
+clean: lab-down  ## Remove the venv, caches, the shared apt cache and core-latest's sanity volume
 	-docker rm -f gpufleet-apt-cache >/dev/null 2>&1
 	-docker volume rm gpufleet-apt-cache >/dev/null 2>&1
+	-docker volume ls -q | grep -E '^gpufleet-core-latest-sanity-' | xargs -r docker volume rm >/dev/null 2>&1
 	rm -rf $(VENV) .cache

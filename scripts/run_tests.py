@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run the test stages one after another, keep going after a failure, and close with one summary line.
 
-    python scripts/run_tests.py lint syntax unit integration collection sanity ee molecule
+    python scripts/run_tests.py lint syntax unit integration collection sanity ee core-latest molecule
 
 Each stage is a make target; its output streams through. The last line reads
 `make test: N passed, M failed` so CI (and people) see the verdict at a glance.
@@ -18,6 +18,8 @@ STAGES = {
     "collection": ["make", "--no-print-directory", "collection"],
     "sanity": ["make", "--no-print-directory", "sanity"],
     "ee": ["make", "--no-print-directory", "ee-image"],
+    # unit, integration, collection and sanity again, on the newest ansible-core in a Debian 13 container
+    "core-latest": ["make", "--no-print-directory", "core-latest"],
     "molecule": ["make", "--no-print-directory", "molecule"],
 }
 
@@ -36,7 +38,7 @@ def main(argv):
         results.append((name, rc, time.monotonic() - started))
     print("\n==== summary ====")
     for name, rc, seconds in results:
-        print("%-11s %-6s %6.0fs" % (name, "passed" if rc == 0 else "FAILED", seconds))
+        print("%-12s %-6s %6.0fs" % (name, "passed" if rc == 0 else "FAILED", seconds))
     failed = sum(1 for _unused, rc, _unused in results if rc != 0)
     print("make test: %d passed, %d failed" % (len(results) - failed, failed))
     return 1 if failed else 0
