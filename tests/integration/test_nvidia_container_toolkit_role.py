@@ -41,6 +41,8 @@ def run_role(tmp_path, gpus, *flags, **role_vars):
         "nvidia_container_toolkit_install_packages": False,
         "nvidia_container_toolkit_runtime_path": str(runtime),
         "nvidia_container_toolkit_cdi": False,
+        # The udev rule and /dev/char links are the host's: molecule/nvidia_container_toolkit checks them.
+        "nvidia_container_toolkit_dev_char_links": False,
         "ansible_python_interpreter": sys.executable,
     }
     extra.update(role_vars)

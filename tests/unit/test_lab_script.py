@@ -59,3 +59,13 @@ def test_a_node_setting_the_lab_cannot_pass_is_a_clear_message(tmp_path):
     with pytest.raises(SystemExit) as stop:
         lab.node_container_options(str(base))
     assert "sets devices for node containers" in str(stop.value)
+
+
+def test_systemd_noise_is_what_a_reload_start_or_stop_logs():
+    # Lines systemd 257 (Debian 13) logs under _PID=1, as `journalctl _PID=1 -o cat` prints them.
+    noisy = ["Reload requested from client PID 34231 ('systemctl') (unit -.slice)...", "Reloading...",
+             "Reloading finished in 261 ms.", "Starting fail2ban.service - Fail2Ban Service...",
+             "Stopped docker.service - Docker Application Container Engine."]
+    quiet = ["Starting sysstat-collect.service - system activity accounting tool...",
+             "Started session-4.scope - Session 4 of User admin.", "session-4.scope: Deactivated successfully."]
+    assert [line for line in noisy + quiet if lab.SYSTEMD_NOISE.search(line)] == noisy

@@ -351,11 +351,15 @@ def hardening_task_vars(gpufleet_node, task, switches, **extra):
         extra, **dict(task["vars"], **dict(("os_hardening_" + key, value) for key, value in switches.items()))))
 
 
-def hardening_units(name, machine, container=False, cron=False, check_mode=False, tools_changed=False, **switches):
+def hardening_units(name, machine, container=False, cron=False, check_mode=False, tools_changed=False, written=(),
+                    **switches):
     """(units, daemon_reload) the os_hardening systemd_units task passes on this node, rendered by Ansible's templar
-    with the results the role's earlier tasks registered."""
+    with the results the role's earlier tasks registered; written: the files the role's managed_files calls for the
+    debsums units and the nftables policy changed in this run."""
     task = hardening_task("main.yml", "gpufleet.cluster.systemd_units")
-    registered = {"__os_hardening_install_tools": {"changed": tools_changed},
+    registered = {"__os_hardening_package_tools_files": {"changed_files": [f for f in written if "debsums" in f]},
+                  "__os_hardening_nftables_files": {"changed_files": [f for f in written if "nft" in f]},
+                  "__os_hardening_install_tools": {"changed": tools_changed},
                   "__os_hardening_install_tools_dnf": {"changed": False}, "__os_hardening_install": {"changed": False},
                   "__os_hardening_cron": {"stat": {"exists": cron}}}
     variables = hardening_task_vars(dict(node(name, machine), container=container), task, switches,
@@ -381,12 +385,19 @@ def test_os_hardening_units_per_os(name, machine):
     else:
         assert names == (["unattended-upgrades", "dailyaidecheck.timer", "chkrootkit.timer", "gpufleet-debsums.timer"]
                          + sysstat + ["acct.service", "auditd.service"])
-        assert reload is True  # the debsums timer is the role's own unit file
+        assert reload is False  # a run that wrote no unit file reloads nothing
+        debsums = ["/etc/systemd/system/gpufleet-debsums.service", "/etc/systemd/system/gpufleet-debsums.timer"]
+        assert hardening_units(name, machine, written=debsums)[1] is True  # the role's own unit files, just written
     names = [unit["name"] for unit in hardening_units(name, machine, container=True, cron=True, nftables=True)[0]]
     assert "auditd.service" not in names and "gpufleet-debsums.timer" not in names
     assert names[-1] == "gpufleet-nftables"
-    assert hardening_units(name, machine, container=True, cron=True, nftables=True)[1] is True
-    assert hardening_units(name, machine, cron=True)[1] is False  # nothing of the role's own without nftables
+    assert hardening_units(name, machine, container=True, cron=True, nftables=True)[1] is False
+    assert hardening_units(name, machine, container=True, cron=True, nftables=True,
+                           written=["/etc/systemd/system/gpufleet-nftables.service"])[1] is True
+    # A changed policy is loaded by its handler; the unit file did not change, so systemd is not reloaded.
+    assert hardening_units(name, machine, container=True, cron=True, nftables=True,
+                           written=["/etc/nftables.d/gpufleet.nft"])[1] is False
+    assert hardening_units(name, machine, cron=True)[1] is False
     off = dict(unattended_upgrades=False, file_integrity=False, rootkit_scanner=False, package_tools=False,
                accounting=False)
     assert hardening_units(name, machine, **off) is None
