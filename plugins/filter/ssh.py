@@ -18,6 +18,7 @@ from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors imp
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.ssh_keypair import keypair_drift
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.ssh_policy import (
     cluster_known_hosts,
+    lockout_problems,
     parse_kexinit_probe,
     parse_sshd_effective,
     runtime_drift,
@@ -48,4 +49,5 @@ class FilterModule(object):
             "cluster_known_hosts": _cluster_known_hosts,
             "hosts_without_address": _hosts_without_address,
             "ssh_keypair_drift": keypair_drift,
+            "lockout_problems": as_filter(lockout_problems),
         }

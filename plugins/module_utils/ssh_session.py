@@ -70,9 +70,10 @@ def _parent_and_uid(proc, pid):
     return parent, uid
 
 
-def ssh_session(pid=None, proc="/proc", user_name=None):
+def ssh_session(pid=None, proc="/proc", user_name=None, user_groups=None):
     """The SSH session above process pid (this one by default): the parsed SSH_CONNECTION of the nearest ancestor
-    that has it, with ``user`` (the account that process runs as, by name where ``user_name`` knows it) and ``uid``;
+    that has it, with ``user`` (the account that process runs as, by name where ``user_name`` knows it), ``uid`` and
+    ``groups`` (the names of that account's primary and supplementary groups, as sshd's AllowGroups reads them);
     None when no ancestor has it."""
     pid = os.getpid() if pid is None else pid
     for _depth in range(MAX_DEPTH):
@@ -83,6 +84,7 @@ def ssh_session(pid=None, proc="/proc", user_name=None):
         if session is not None:
             session["uid"] = uid
             session["user"] = (user_name or _user_name)(uid) if uid is not None else None
+            session["groups"] = (user_groups or _user_groups)(uid) if uid is not None else []
             return session
         pid = parent
     return None
@@ -94,3 +96,22 @@ def _user_name(uid):
         return pwd.getpwuid(uid).pw_name
     except (KeyError, ImportError):
         return None
+
+
+def _user_groups(uid):
+    """Sorted names of the groups of the account with this uid (its primary group and those the group database
+    lists it in); [] when the account or the lookup is unknown. Groups without a name are left out."""
+    try:
+        import grp
+        import pwd
+        account = pwd.getpwuid(uid)
+        gids = os.getgrouplist(account.pw_name, account.pw_gid)
+    except (KeyError, ImportError, AttributeError, OSError):
+        return []
+    found = set()
+    for gid in gids:
+        try:
+            found.add(grp.getgrgid(gid).gr_name)
+        except KeyError:
+            continue
+    return sorted(found)

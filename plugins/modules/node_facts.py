@@ -117,7 +117,8 @@ ssh_session:
   description:
     - The SSH session this module runs under, as the node sees it (module_utils/ssh_session), that is the
       controller's address and source port, the address and port sshd accepted the connection on, and the account
-      Ansible logs in as (the one it becomes root from). Read from the environment of the login shell sshd started, the nearest
+      Ansible logs in as (the one it becomes root from) with the names of its groups (primary and supplementary, as
+      sshd's C(AllowGroups) reads them). Read from the environment of the login shell sshd started, the nearest
       ancestor of the module that has C(SSH_CONNECTION). The roles keep the operator from locking Ansible out with
       it.
     - Null when the connection is not SSH (docker exec, a local connection) or O(root) is not C(/). Not a fact, as
@@ -131,6 +132,7 @@ ssh_session:
     server_port: 22
     uid: 1001
     user: admin
+    groups: [admin, adm]
 apt_state:
   description:
     - The SHA-256 of what decides which packages an upgrade would install, that is the size, modification time and

@@ -3,7 +3,8 @@
 # Apache License 2.0 (see LICENSE)
 """Pure helpers for the SSH roles: parse ``sshd -T`` and the server KEXINIT an ``ssh -vv`` client
 prints, tell whether the running sshd serves the configuration on disk, and build
-``/etc/ssh/ssh_known_hosts`` lines from what the inventory says (never from what a node claims alone).
+``/etc/ssh/ssh_known_hosts`` lines from what the inventory says (never from what a node claims alone), and tell
+whether sshd or nftables settings would lock out the SSH session Ansible runs under (lockout_problems).
 No Ansible import here.
 """
 
@@ -289,3 +290,58 @@ def cluster_known_hosts(hostvars, hosts, existing_text="", trust_fact_names=Fals
             key = found[0]
         lines.append("%s %s" % (",".join(names), key))
     return sorted(lines)
+
+
+# PermitRootLogin values under which root still logs in with a key and runs any command, as Ansible does
+# (without-password is the old name of prohibit-password; forced-commands-only runs only a key's command=).
+ROOT_KEY_LOGIN = ("yes", "prohibit-password", "without-password")
+
+
+def _in_any(address, networks):
+    return any(address in ipaddress.ip_network(str(network), strict=False) for network in networks or ())
+
+
+def lockout_problems(session, *, permit_root_login=None, allow_groups=None, any_port=None, ssh_only=None,
+                     ssh_ports=None):
+    """Why the SSH session Ansible runs under (node_facts' ``ssh_session``: client_address, server_port, user, uid,
+    groups) would no longer get in once sshd or the nftables policy has the settings given; [] when it would, or
+    when there is no session (docker exec, a local connection: nothing sshd or nftables could lock out).
+
+    sshd: ``permit_root_login`` (refused for root unless it still lets a key in) and ``allow_groups`` (the
+    AllowGroups names the role writes; empty writes none, so everyone passes), checked against the account's groups.
+    nftables: ``any_port`` (sources the policy accepts on every port: loopback, the cluster's trusted set) and
+    ``ssh_only`` (the admin networks, accepted on ``ssh_ports`` only), checked against the controller's address
+    and the port sshd accepted this session on. A check runs only when its settings are given (not None).
+    """
+    if not session:
+        return []
+    problems = []
+    user = session.get("user") or "uid %s" % session.get("uid")
+    if permit_root_login is not None and (session.get("uid") == 0 or session.get("user") == "root"):
+        if str(permit_root_login).lower() not in ROOT_KEY_LOGIN:
+            problems.append(
+                "Ansible logs in to this node as root and ssh_hardening_permit_root_login %s would refuse root's next "
+                "login: set ssh_hardening_permit_root_login to prohibit-password, or connect as an administrator "
+                "account (ansible_user) that becomes root with sudo" % permit_root_login)
+    wanted = [str(group) for group in allow_groups or ()]
+    groups = sorted(session.get("groups") or ())
+    if wanted and not set(wanted) & set(groups):
+        problems.append(
+            "Ansible logs in to this node as %s, whose groups (%s) share none with AllowGroups (%s), so sshd would "
+            "refuse its next login: add one of its groups to ssh_hardening_allow_groups, or connect as a member of "
+            "those groups" % (user, ", ".join(groups) or "none known", ", ".join(wanted)))
+    if any_port is not None or ssh_only is not None:
+        address = ipaddress.ip_address(session["client_address"])
+        port = session.get("server_port")
+        if not _in_any(address, any_port):
+            if not _in_any(address, ssh_only):
+                problems.append(
+                    "the controller's address as this node sees it, %s, is neither in os_hardening_admin_networks "
+                    "nor a trusted cluster address, so the nftables policy would close SSH to Ansible: add a network "
+                    "that holds it to os_hardening_admin_networks (gpufleet_admin_networks)" % address)
+            elif ssh_ports is not None and port not in [int(p) for p in ssh_ports]:
+                problems.append(
+                    "Ansible reaches sshd on port %s, which the nftables policy would not open to "
+                    "os_hardening_admin_networks (os_hardening_nftables_ssh_ports: %s): add the port to "
+                    "os_hardening_nftables_ssh_ports" % (port, ", ".join(str(p) for p in ssh_ports)))
+    return problems

@@ -28,9 +28,69 @@ def sudo_chain(tmp_path):
 
 def test_the_session_of_a_module_run_through_sudo(sudo_chain):
     names = {1001: "admin"}
-    assert ssh_session.ssh_session(500, sudo_chain, names.get) == {
+    groups = {1001: ["adm", "admin"]}
+    assert ssh_session.ssh_session(500, sudo_chain, names.get, groups.get) == {
         "client_address": "10.0.0.5", "client_port": 51234, "server_address": "10.0.0.11", "server_port": 22,
-        "uid": 1001, "user": "admin"}
+        "uid": 1001, "user": "admin", "groups": ["adm", "admin"]}
+
+
+class Account(object):
+    def __init__(self, name, gid):
+        self.pw_name, self.pw_gid = name, gid
+
+
+class Group(object):
+    def __init__(self, name):
+        self.gr_name = name
+
+
+# getent passwd admin: admin:x:1001:1001::/home/admin:/bin/bash; getent group: admin:x:1001:, adm:x:4:admin,
+# gpuadmin:x:1002:admin, and a gid (4242) the group database does not name.
+PASSWD = {1001: Account("admin", 1001), 0: Account("root", 0)}
+GROUPS = {0: Group("root"), 4: Group("adm"), 1001: Group("admin"), 1002: Group("gpuadmin")}
+MEMBERSHIP = {"admin": [1001, 4, 1002, 4242], "root": [0]}
+
+
+@pytest.fixture
+def group_database(monkeypatch):
+    import grp
+    import pwd
+
+    def getpwuid(uid):
+        return PASSWD[uid]
+
+    def getgrgid(gid):
+        return GROUPS[gid]
+
+    def getgrouplist(name, gid):
+        assert gid == PASSWD[[uid for uid, entry in PASSWD.items() if entry.pw_name == name][0]].pw_gid
+        return MEMBERSHIP[name]
+
+    monkeypatch.setattr(pwd, "getpwuid", getpwuid)
+    monkeypatch.setattr(grp, "getgrgid", getgrgid)
+    monkeypatch.setattr(ssh_session.os, "getgrouplist", getgrouplist)
+
+
+def test_groups_of_the_login_account(group_database):
+    assert ssh_session._user_groups(1001) == ["adm", "admin", "gpuadmin"]
+    assert ssh_session._user_groups(0) == ["root"]
+
+
+def test_groups_of_an_unknown_account(group_database):
+    assert ssh_session._user_groups(4000) == []
+
+
+def test_groups_read_from_this_machine():
+    import grp
+    import os
+    names = ssh_session._user_groups(os.getuid())
+    assert grp.getgrgid(os.getgid()).gr_name in names
+    assert names == sorted(set(names))
+
+
+def test_the_session_carries_the_groups_from_the_group_database(sudo_chain, group_database):
+    session = ssh_session.ssh_session(500, sudo_chain)
+    assert (session["user"], session["groups"]) == ("admin", ["adm", "admin", "gpuadmin"])
 
 
 def test_no_session_without_ssh(tmp_path):
