@@ -191,8 +191,8 @@ def test_os_hardening_lets_in_the_admin_networks_and_the_cluster_nodes():
 
 def fail2ban_ignoreip(**settings):
     task = find_task("fail2ban", "main.yml",
-                     "Work out the addresses never banned (the same trusted set as sshd's, the controller, the "
-                     "admin networks)")
+                     "Work out the addresses never banned (the same trusted set as sshd's, the admin networks, "
+                     "the controller)")
     variables = RoleVariables("fail2ban", settings)
     local = {}
     for name, value in task["vars"].items():
@@ -201,7 +201,17 @@ def fail2ban_ignoreip(**settings):
 
 
 def test_fail2ban_never_bans_the_controller_nor_the_admin_networks():
+    # The controller inside an admin network: the network holds it, and the jail does not change with its address.
     assert fail2ban_ignoreip(preflight_ssh_session=ADMIN_SESSION, gpufleet_admin_networks=["192.0.2.0/24"]) == [
-        "127.0.0.1/8", "::1", "192.0.2.40", "10.0.0.11", "10.0.0.12", "192.0.2.0/24"]
+        "127.0.0.1/8", "::1", "10.0.0.11", "10.0.0.12", "192.0.2.0/24"]
+    assert fail2ban_ignoreip(preflight_ssh_session=dict(ADMIN_SESSION, client_address="192.0.2.41"),
+                             gpufleet_admin_networks=["192.0.2.0/24"]) == [
+        "127.0.0.1/8", "::1", "10.0.0.11", "10.0.0.12", "192.0.2.0/24"]
+    # Outside every network given: its own address is added.
+    assert fail2ban_ignoreip(preflight_ssh_session=ADMIN_SESSION) == [
+        "127.0.0.1/8", "::1", "10.0.0.11", "10.0.0.12", "192.0.2.40"]
+    # A cluster node running Ansible: its address is there already.
+    assert fail2ban_ignoreip(preflight_ssh_session=dict(ADMIN_SESSION, client_address="10.0.0.12")) == [
+        "127.0.0.1/8", "::1", "10.0.0.11", "10.0.0.12"]
     # docker exec or a local connection: no controller address to add.
     assert fail2ban_ignoreip(preflight_ssh_session=None) == ["127.0.0.1/8", "::1", "10.0.0.11", "10.0.0.12"]
