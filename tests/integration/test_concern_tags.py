@@ -32,7 +32,7 @@ def concern_tasks(tasks, tag):
 
 
 @pytest.mark.parametrize("tag, role, expected", [
-    ("sysctl", "os_hardening", ["Work out the kernel settings", "Write the kernel settings (applied at once on a real host)"]),
+    ("sysctl", "os_hardening", ["Write the kernel settings (applied at once on a real host)"]),
     ("nftables", "os_hardening", ["Inbound nftables policy"]),
     ("hostfile", "interconnect", ["Write the MPI hostfile on the node", "Write the MPI hostfile on the controller"]),
 ])

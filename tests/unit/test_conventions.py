@@ -191,7 +191,7 @@ def role_and_playbook_tasks():
 # Builtins kept where the batched modules do not do the job, each for its reason (a comment at the task says it).
 BUILTIN_LINE_EDITS = {
     # A block of lines inside the aide.conf the EL package owns: neither a whole file nor key lines.
-    ("roles/os_hardening/tasks/file_integrity.yml", "ansible.builtin.blockinfile"),
+    ("roles/os_hardening/tasks/tools.yml", "ansible.builtin.blockinfile"),
     # dnf-automatic's options by section: the same option name stands in several sections.
     ("roles/os_hardening/tasks/unattended_upgrades.yml", "community.general.ini_file"),
 }

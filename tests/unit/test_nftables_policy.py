@@ -41,14 +41,17 @@ def _ansible_names(expression):
             .replace("gpufleet.cluster.group_hosts", "gpufleet_group_hosts"))
 
 
+SETS = ("__os_hardening_cluster4", "__os_hardening_cluster6", "__os_hardening_admin4", "__os_hardening_admin6")
+
+
 def sets_task():
     with open(os.path.join(ROLE, "tasks", "nftables.yml")) as handle:
         tasks = yaml.safe_load(handle)
-    return next(t for t in tasks if t["name"] == "Work out who may reach the node")
+    return next(t for t in tasks if "gpufleet.cluster.managed_files" in t)
 
 
 def accept_sets(hostvars, groups, **settings):
-    """The facts the role's set_fact task gives, from its own expressions."""
+    """The accept sets the policy task's vars give, from its own expressions (in their order)."""
     env = environment(native=True)
     env.filters["gpufleet_trusted_addresses"] = cluster.cluster_trusted_addresses
     env.filters["gpufleet_group_hosts"] = cluster.cluster_group_hosts
@@ -58,8 +61,8 @@ def accept_sets(hostvars, groups, **settings):
     task = sets_task()
     for name, expression in task["vars"].items():
         context[name] = env.from_string(_ansible_names(expression)).render(**context)
-    return dict((name, env.from_string(_ansible_names(expression)).render(**context))
-                for name, expression in task["ansible.builtin.set_fact"].items())
+    assert set(SETS) <= set(task["vars"])
+    return dict((name, context[name]) for name in SETS)
 
 
 def render(hostvars, groups, monitoring_network="", exporter_ports=(9100, 9400), ssh_ports=(22,), **settings):

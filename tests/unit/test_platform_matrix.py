@@ -321,6 +321,8 @@ def test_os_hardening_apt_and_dpkg_tasks_only_run_on_debian():
                 continue  # its Jinja picks the apt files per OS: test_os_hardening_files_per_os renders it
             if file_name == "tools.yml" and "gpufleet.cluster.line_settings" in task:
                 continue  # its Jinja picks Debian's files: test_os_hardening_line_files_per_os renders it
+            if file_name == "tools.yml" and "gpufleet.cluster.managed_files" in task:
+                continue  # its Jinja picks Debian's files: test_os_hardening_tool_files_per_os renders it
             text = yaml.safe_dump({k: v for k, v in task.items() if k not in ("name", "when", "block")})
             shell = task.get("ansible.builtin.shell") or ""
             shell = shell.get("cmd", "") if isinstance(shell, dict) else shell
@@ -334,7 +336,7 @@ def test_os_hardening_apt_and_dpkg_tasks_only_run_on_debian():
                 when = [when] if isinstance(when, str) else when
                 assert "gpufleet_node.os.family == 'Debian'" in when, "%s: %s" % (file_name, task.get("name"))
                 checked += 1
-    assert checked >= 7  # the Debian-only line settings are one call now, rendered per OS above
+    assert checked >= 6  # the Debian-only line settings and tool files are one call each, rendered per OS below
 
 
 def hardening_task(file_name, module):
@@ -352,16 +354,17 @@ def hardening_task_vars(gpufleet_node, task, switches, **extra):
 
 
 def hardening_units(name, machine, container=False, cron=False, check_mode=False, tools_changed=False, written=(),
-                    **switches):
+                    nft_written=None, **switches):
     """(units, daemon_reload) the os_hardening systemd_units task passes on this node, rendered by Ansible's templar
-    with the results the role's earlier tasks registered; written: the files the role's managed_files calls for the
-    debsums units and the nftables policy changed in this run."""
+    with the results the role's earlier tasks registered (written: the paths tools.yml's managed_files call changed;
+    nft_written: those nftables.yml's changed, None when it did not run)."""
     task = hardening_task("main.yml", "gpufleet.cluster.systemd_units")
-    registered = {"__os_hardening_package_tools_files": {"changed_files": [f for f in written if "debsums" in f]},
-                  "__os_hardening_nftables_files": {"changed_files": [f for f in written if "nft" in f]},
-                  "__os_hardening_install_tools": {"changed": tools_changed},
+    registered = {"__os_hardening_install_tools": {"changed": tools_changed},
                   "__os_hardening_install_tools_dnf": {"changed": False}, "__os_hardening_install": {"changed": False},
-                  "__os_hardening_cron": {"stat": {"exists": cron}}}
+                  "__os_hardening_cron": {"stat": {"exists": cron}},
+                  "__os_hardening_tools_written": {"changed": bool(written), "changed_files": list(written)}}
+    if nft_written is not None:
+        registered["__os_hardening_nftables_files"] = {"changed": bool(nft_written), "changed_files": list(nft_written)}
     variables = hardening_task_vars(dict(node(name, machine), container=container), task, switches,
                                     ansible_check_mode=check_mode, **registered)
     module_args = task["gpufleet.cluster.systemd_units"]
@@ -381,23 +384,25 @@ def test_os_hardening_units_per_os(name, machine):
     sysstat = ["sysstat.service", "sysstat-collect.timer", "sysstat-summary.timer"]
     if el:
         assert names == ["dnf-automatic.timer"] + sysstat + ["psacct.service", "auditd.service"]
-        assert reload is False
     else:
         assert names == (["unattended-upgrades", "dailyaidecheck.timer", "chkrootkit.timer", "gpufleet-debsums.timer"]
                          + sysstat + ["acct.service", "auditd.service"])
-        assert reload is False  # a run that wrote no unit file reloads nothing
-        debsums = ["/etc/systemd/system/gpufleet-debsums.service", "/etc/systemd/system/gpufleet-debsums.timer"]
-        assert hardening_units(name, machine, written=debsums)[1] is True  # the role's own unit files, just written
+    # A daemon-reload only when a unit file of the role's own changed in this run: never on a run that wrote none.
+    assert reload is False
+    timer = "/etc/systemd/system/gpufleet-debsums.timer"
+    assert hardening_units(name, machine, written=[timer])[1] is True
+    assert hardening_units(name, machine, written=["/etc/systemd/system/gpufleet-debsums.service"])[1] is True
+    assert hardening_units(name, machine, written=["/etc/needrestart/conf.d/60-gpufleet.conf",
+                                                   "/etc/audit/rules.d/60-gpufleet.rules"])[1] is False
     names = [unit["name"] for unit in hardening_units(name, machine, container=True, cron=True, nftables=True)[0]]
     assert "auditd.service" not in names and "gpufleet-debsums.timer" not in names
     assert names[-1] == "gpufleet-nftables"
-    assert hardening_units(name, machine, container=True, cron=True, nftables=True)[1] is False
+    assert hardening_units(name, machine, container=True, cron=True, nftables=True, nft_written=[])[1] is False
     assert hardening_units(name, machine, container=True, cron=True, nftables=True,
-                           written=["/etc/systemd/system/gpufleet-nftables.service"])[1] is True
-    # A changed policy is loaded by its handler; the unit file did not change, so systemd is not reloaded.
+                           nft_written=["/etc/systemd/system/gpufleet-nftables.service"])[1] is True
+    # The policy alone changed: its handler restarts the loader; the unit file is as it was.
     assert hardening_units(name, machine, container=True, cron=True, nftables=True,
-                           written=["/etc/nftables.d/gpufleet.nft"])[1] is False
-    assert hardening_units(name, machine, cron=True)[1] is False
+                           nft_written=["/etc/nftables.d/gpufleet.nft"])[1] is False
     off = dict(unattended_upgrades=False, file_integrity=False, rootkit_scanner=False, package_tools=False,
                accounting=False)
     assert hardening_units(name, machine, **off) is None
@@ -432,6 +437,41 @@ def test_os_hardening_files_per_os(name, machine):
     assert hardening_files(name, machine, unattended_upgrades=False, security_updates_now=True) == (
         base + login + ([] if el else apt[1:]))
     assert hardening_files(name, machine, banner="", disable_core_dumps=False) == base + ([] if el else apt)
+
+
+def hardening_tool_files(name, machine, container=False, cron=False, check_mode=False, tools_changed=False,
+                         **switches):
+    """The destinations (in order) of os_hardening's one managed_files call for the tools' files in tools.yml on this
+    node (None when skipped), rendered by Ansible's templar."""
+    task = hardening_task("tools.yml", "gpufleet.cluster.managed_files")
+    registered = {"__os_hardening_install_tools": {"changed": tools_changed},
+                  "__os_hardening_install_tools_dnf": {"changed": False}}
+    if OS_ROWS[name][3] != "RedHat" and switches.get("package_tools", True):
+        registered["__os_hardening_cron"] = {"stat": {"exists": cron}}
+    variables = hardening_task_vars(dict(node(name, machine), container=container), task, switches,
+                                    ansible_check_mode=check_mode, **registered)
+    if not variables.render("{{ %s }}" % task["when"]):
+        return None
+    return [item["dest"] for item in variables.render(task["gpufleet.cluster.managed_files"]["files"])]
+
+
+@pytest.mark.parametrize("name, machine", MATRIX)
+def test_os_hardening_tool_files_per_os(name, machine):
+    """tools.yml's one managed_files call: AIDE's exclude file (Debian's conf.d), needrestart's drop-in and, without
+    cron, the debsums unit and timer only on Debian/Ubuntu, the audit rules on a real host; each under its switch,
+    and none in check mode while the tools are still to be installed."""
+    el = OS_ROWS[name][3] == "RedHat"
+    aide = ["/etc/aide/aide.conf.d/99_gpufleet_exclude"]
+    needrestart = ["/etc/needrestart/conf.d/60-gpufleet.conf"]
+    debsums = ["/etc/systemd/system/gpufleet-debsums.service", "/etc/systemd/system/gpufleet-debsums.timer"]
+    audit = ["/etc/audit/rules.d/60-gpufleet.rules"]
+    assert hardening_tool_files(name, machine) == ([] if el else aide + needrestart + debsums) + audit
+    assert hardening_tool_files(name, machine, cron=True) == ([] if el else aide + needrestart) + audit
+    assert hardening_tool_files(name, machine, container=True, cron=True) == ([] if el else aide + needrestart)
+    assert hardening_tool_files(name, machine, file_integrity=False, package_tools=False) == audit
+    assert hardening_tool_files(name, machine, accounting=False, cron=True) == ([] if el else aide + needrestart)
+    assert hardening_tool_files(name, machine, check_mode=True, tools_changed=True) is None
+    assert hardening_tool_files(name, machine, check_mode=True) == hardening_tool_files(name, machine)
 
 
 @pytest.mark.parametrize("name, machine", MATRIX)
@@ -496,6 +536,35 @@ def test_os_hardening_simulates_the_upgrade_unless_this_apt_state_was_found_sett
     assert remembers(__os_hardening_lists={"changed": False}) is False  # the lists were refreshed
     assert remembers(__os_hardening_upgradable={"skipped": True, "changed": False}) is False
     assert remembers(preflight_apt_state=None) is False
+
+
+@pytest.mark.parametrize("name, machine", MATRIX)
+def test_os_hardening_includes_the_upgrades_only_when_they_have_work(name, machine):
+    """main.yml includes unattended_upgrades.yml only when one of its tasks would run: the package to install, EL's
+    dnf-automatic settings and errata, or on Debian/Ubuntu the list refresh or the upgrade simulation of
+    security_updates.yml (the same conditions its tasks have). A settled no-op costs one skipped result."""
+    task = next(task for task in load_yaml(ROLES, "os_hardening", "tasks", "main.yml")
+                if task.get("ansible.builtin.include_tasks") == "unattended_upgrades.yml")
+    el = OS_ROWS[name][3] == "RedHat"
+    package = "dnf-automatic" if el else "unattended-upgrades"
+    installed = {package: [{"name": package, "version": "1", "arch": "all", "source": "rpm" if el else "apt"}]}
+
+    def due(switches=None, **extra):
+        settled = dict(preflight_packages=installed, preflight_package_lists_age=120, preflight_apt_state="0f3c",
+                       ansible_facts={"__os_hardening_apt_settled": "0f3c"})
+        settled.update(extra)
+        variables = hardening_task_vars(node(name, machine), dict(task, vars={}), switches or {}, **settled)
+        return variables.render("{{ %s }}" % task["when"])
+
+    assert due() is el
+    assert due(preflight_packages={}) is True  # the package is missing
+    assert due(preflight_package_lists_age=3600) is True
+    assert due(preflight_package_lists_age=None) is True
+    assert due(preflight_apt_state="9a1b") is True
+    assert due(ansible_facts={}) is True
+    assert due(preflight_apt_state=None) is True
+    assert due({"security_updates_now": False}, preflight_apt_state="9a1b") is el
+    assert due({"security_updates_now": False, "unattended_upgrades": False}, preflight_packages={}) is False
 
 
 def hardening_line_files(name, machine, check_mode=False, tools_changed=False, **switches):
