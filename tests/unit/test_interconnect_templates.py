@@ -2,9 +2,10 @@
 the recorded sysfs trees (tests/fixtures/sysfs/) and ucx_facts' decision on real ucx_info outputs
 (tests/fixtures/ucx/), so the HCA and CUDA branches a container cannot reach are checked too.
 
-The NCCL and UCX settings are computed by the role's own set_fact task (tasks/config.yml, "Compute the MCA
-parameters and the NCCL and UCX settings of this node"; its NCCL and UCX facts), evaluated here with Ansible's
-Templar; rendering uses Jinja2 with Ansible's template settings (trim_blocks on); `comment` is Ansible's filter.
+The NCCL and UCX settings are worked out in the `vars:` of the role's own task that writes the files
+(tasks/config.yml, "Write the OpenMPI, PRRTE, UCX and NCCL configuration, ..."; its NCCL and UCX settings), evaluated
+here with Ansible's Templar; rendering uses Jinja2 with Ansible's template settings (trim_blocks on); `comment` is
+Ansible's filter.
 """
 import os
 import re
@@ -24,8 +25,9 @@ from conftest import FIXTURES, ROOT, fixture_parts
 ROLE = os.path.join(ROOT, "roles", "interconnect")
 TEMPLATES = os.path.join(ROLE, "templates")
 SYSFS = os.path.join(FIXTURES, "sysfs")
-SETTINGS_TASK = "Compute the MCA parameters and the NCCL and UCX settings of this node"
-SETTINGS_FACTS = ("__interconnect_nccl_ifname_source", "__interconnect_nccl_env", "__interconnect_ucx_env")
+SETTINGS_TASK = ("Write the OpenMPI, PRRTE, UCX and NCCL configuration, the fabric environment, the memlock limit "
+                 "and the profile")
+SETTINGS = ("__interconnect_nccl_ifname_source", "__interconnect_nccl_env", "__interconnect_ucx_env")
 ROUTES = ("10.10.0.0/16 dev ens10f0np0 proto kernel scope link src 10.10.0.11\n"
           "10.10.0.0/16 dev ens10f1np1 proto kernel scope link src 10.10.1.11\n")
 ENV_LINE = re.compile(r"^(NCCL|UCX)_[A-Z0-9_]+=[^\"'\s]+$")
@@ -64,14 +66,14 @@ def node_vars(gpufleet_rdma, **variables):
 
 
 def computed(values):
-    """What the role's set_fact task gives for these variables."""
+    """What the role's configuration task works out for these variables."""
     loader = DataLoader()
     tasks = loader.load_from_file(os.path.join(ROLE, "tasks", "config.yml"), trusted_as_template=True)
     task = next(t for t in tasks if t["name"] == SETTINGS_TASK)
-    variables = dict(task["vars"])
+    settings = dict(task["vars"])
+    variables = dict(settings)
     variables.update(values)
-    facts = task["ansible.builtin.set_fact"]
-    return Templar(loader=loader, variables=variables).template({name: facts[name] for name in SETTINGS_FACTS})
+    return Templar(loader=loader, variables=variables).template({name: settings[name] for name in SETTINGS})
 
 
 FABRIC_TEMPLATES = ("nccl.conf.j2", "ucx.conf.j2", "fabric.env.j2")
@@ -79,7 +81,7 @@ FABRIC_TEMPLATES = ("nccl.conf.j2", "ucx.conf.j2", "fabric.env.j2")
 
 def render(name, **variables):
     """Render one template; for the three fabric files given only facts (gpufleet_rdma, ...), the node's other
-    variables come from the role's defaults and the settings from the role's set_fact task."""
+    variables come from the role's defaults and the settings from the role's configuration task."""
     if name in FABRIC_TEMPLATES and "__interconnect_nccl_env" not in variables:
         variables = node_vars(**variables)
         variables.update(computed(variables))
