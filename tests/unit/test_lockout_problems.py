@@ -6,7 +6,7 @@ reads a node's. The roles' own tasks that call it (ssh_hardening's and os_harden
 rendered with their variables as a play would (tests/unit/role_check.py)."""
 import pytest
 from ansible.errors import AnsibleFilterError
-from role_check import RoleVariables, find_task, refusal
+from role_check import RoleVariables, refusal
 
 from ansible_collections.gpufleet.cluster.plugins.filter import ssh as ssh_filter
 from ansible_collections.gpufleet.cluster.plugins.module_utils import ssh_session

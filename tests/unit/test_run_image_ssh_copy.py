@@ -548,11 +548,12 @@ sys.exit(mod.run_with_ssh(["id"], None, {}, spawn=spawn, run_dir=run_dir,
 
 
 def engine_script(record):
-    """A stand-in engine CLI: records its pid and argv, then each signal it gets, and exits with 3 (TERM), 4 (HUP)
-    or 5 (INT)."""
-    return ("echo $$ > {r}.pid; printf '%s\\n' \"$@\" > {r}.args; "
-            "trap 'echo TERM >> {r}.signals; exit 3' TERM; trap 'echo HUP >> {r}.signals; exit 4' HUP; "
+    """A stand-in engine CLI: records each signal it gets, exiting with 3 (TERM), 4 (HUP) or 5 (INT), and then its
+    argv and pid. The pid file says it is ready: its traps are set before it is written, so a signal sent once it is
+    there meets the trap, never the default action (the order once let a loaded machine kill it before its traps)."""
+    return ("trap 'echo TERM >> {r}.signals; exit 3' TERM; trap 'echo HUP >> {r}.signals; exit 4' HUP; "
             "trap 'echo INT >> {r}.signals; exit 5' INT; "
+            "printf '%s\\n' \"$@\" > {r}.args; echo $$ > {r}.pid; "
             "while :; do sleep 0.05; done").format(r=record)
 
 
@@ -596,7 +597,7 @@ def ssh_run(mod, home, tmp_path):
     record = str(tmp_path / "engine")
     run_dir = tmp_path / "run"
     harness = start(tmp_path, "ssh", engine_script(record), str(home), str(run_dir), str(UID), str(GID))
-    wait_for(record + ".args")
+    wait_for(record + ".pid")  # written last: the argv is there too
     args = open(record + ".args").read().splitlines()
     source = [arg for arg in args if arg.endswith(":%s/.ssh:ro" % home)][0].split(":")[0]
     return harness, record, run_dir, source
