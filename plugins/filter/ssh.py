@@ -22,6 +22,7 @@ from ansible_collections.gpufleet.cluster.plugins.plugin_utils.ssh_policy import
     parse_kexinit_probe,
     parse_sshd_effective,
     runtime_drift,
+    ssh_config_hosts,
 )
 
 
@@ -30,9 +31,9 @@ def sshd_runtime_drift(probe_text, effective_text):
 
 
 _cluster_known_hosts = as_filter(
-    lambda hosts, hostvars, existing_text="", trust_fact_names=False:
+    lambda hosts, hostvars, existing_text="", trust_fact_names=False, *, ssh_port=22:
     cluster_known_hosts(hostvars, hosts, existing_text or "", bool(trust_fact_names),
-                        name_resolution.controller_addresses))
+                        name_resolution.controller_addresses, ssh_port))
 
 
 def _hosts_without_address(hosts, hostvars):
@@ -48,6 +49,7 @@ class FilterModule(object):
             "sshd_runtime_drift": sshd_runtime_drift,
             "cluster_known_hosts": _cluster_known_hosts,
             "hosts_without_address": _hosts_without_address,
+            "known_hosts_by_port": ssh_config_hosts,
             "ssh_keypair_drift": keypair_drift,
             "lockout_problems": as_filter(lockout_problems),
         }

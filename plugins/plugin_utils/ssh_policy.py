@@ -233,7 +233,46 @@ def node_names(host, host_vars, extra_names=(), trust_fact_names=False, resolve=
     return names, unused
 
 
-def cluster_known_hosts(hostvars, hosts, existing_text="", trust_fact_names=False, resolve=None):
+_PORTED_NAME = re.compile(r"^\[([^\]]+)\]:([0-9]+)$")
+
+
+def known_hosts_entry(name, port):
+    """``name`` as ssh looks it up in known_hosts for ``port``: bare on 22, ``[name]:port`` on any other port."""
+    return name if int(port) == 22 else "[%s]:%d" % (name, int(port))
+
+
+def split_known_hosts_entry(entry):
+    """``(name, port)`` of a known_hosts entry written by known_hosts_entry()."""
+    found = _PORTED_NAME.match(entry)
+    return (found.group(1), int(found.group(2))) if found else (entry, 22)
+
+
+def node_ssh_port(host, host_vars, default_port):
+    """The port ``host``'s sshd listens on: its ``gpufleet_ssh_port`` where the inventory sets one, else
+    ``default_port``. Raises ValueError unless it is a port number."""
+    value = host_vars.get("gpufleet_ssh_port")
+    value = default_port if value in (None, "") else value
+    try:
+        port = int(value)
+    except (TypeError, ValueError):
+        port = 0
+    if not 0 < port < 65536 or isinstance(value, bool):
+        raise ValueError("%s: gpufleet_ssh_port %r is not a port number (1-65535). Nothing was changed." % (host, value))
+    return port
+
+
+def ssh_config_hosts(lines):
+    """``[[port, [names]]]`` of known_hosts ``lines``, sorted by port: the bare names sshd is reached at on each
+    port, for the ``Host``/``Port`` blocks of the cluster's ssh_config."""
+    by_port = {}
+    for line in lines:
+        for entry in line.split()[0].split(","):
+            name, port = split_known_hosts_entry(entry)
+            by_port.setdefault(port, set()).add(name)
+    return [[port, sorted(by_port[port])] for port in sorted(by_port)]
+
+
+def cluster_known_hosts(hostvars, hosts, existing_text="", trust_fact_names=False, resolve=None, ssh_port=22):
     """Lines of the cluster's ``/etc/ssh/ssh_known_hosts``, every name bound to exactly one node's key.
 
     ``hostvars[host]`` holds the inventory values and facts, and for a node this run reached
@@ -245,6 +284,9 @@ def cluster_known_hosts(hostvars, hosts, existing_text="", trust_fact_names=Fals
     Raises ValueError, before anything is written, when a name holds pattern characters, a name or address is
     claimed by two nodes (a reported hostname naming another node included), a host key is not one valid
     ssh-ed25519 key, or the current file gives an unreached node two different keys.
+
+    A node whose sshd listens on a port other than 22 (its ``gpufleet_ssh_port``, else ``ssh_port``) has its names
+    written ``[name]:port``, as ssh looks them up there.
     """
     owner = {}
     plan = []
@@ -261,7 +303,7 @@ def cluster_known_hosts(hostvars, hosts, existing_text="", trust_fact_names=Fals
                     "(check inventory names, ansible_host, gpufleet_cluster_address, gpufleet_node_addresses and "
                     "cluster_ssh_extra_names). Nothing was changed." % (name, owner[name], host))
             owner[name] = host
-        plan.append((host, names, identity.get("key") or ""))
+        plan.append((host, names, identity.get("key") or "", node_ssh_port(host, host_vars, ssh_port)))
     for host in sorted(unused_facts):
         for name in unused_facts[host]:
             if name in owner and owner[name] != host:
@@ -273,9 +315,10 @@ def cluster_known_hosts(hostvars, hosts, existing_text="", trust_fact_names=Fals
     for raw in (existing_text or "").splitlines():
         fields = raw.strip().split()
         if len(fields) >= 3 and not fields[0].startswith(("#", "|", "@")):
-            existing.append((set(fields[0].lower().split(",")), " ".join(fields[1:3])))
+            existing.append((set(split_known_hosts_entry(entry)[0] for entry in fields[0].lower().split(",")),
+                             " ".join(fields[1:3])))
     lines = []
-    for host, names, key in plan:
+    for host, names, key, port in plan:
         if key:
             key = parse_host_key(key, host)
         else:
@@ -288,7 +331,7 @@ def cluster_known_hosts(hostvars, hosts, existing_text="", trust_fact_names=Fals
             if not found:
                 continue
             key = found[0]
-        lines.append("%s %s" % (",".join(names), key))
+        lines.append("%s %s" % (",".join(known_hosts_entry(name, port) for name in names), key))
     return sorted(lines)
 
 

@@ -12,6 +12,7 @@ from ansible_collections.gpufleet.cluster.plugins.plugin_utils.ssh_policy import
     known_hosts_name,
     node_names,
     parse_host_key,
+    ssh_config_hosts,
 )
 
 KEY1 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK8Xv0kCpkbICjqCyXNrDoP10Zj2MdN2P2LzEGXlyyUX"
@@ -180,3 +181,34 @@ def test_filters_raise_ansible_errors_with_the_message(monkeypatch):
         filters["cluster_known_hosts"](["node1", "node2"], hostvars(node1=facts("node1", hostname="*")))
     assert filters["hosts_without_address"](["node1", "node2", "node3"],
                                             dict(hostvars(), node3={"ansible_host": "node3.example"})) == ["node3"]
+
+
+def test_a_node_on_another_port_is_written_name_colon_port_and_kept_across_limited_runs():
+    nodes = hostvars(node2={"gpufleet_ssh_port": 2222})
+    lines = cluster_known_hosts(nodes, ["node1", "node2"], resolve=resolve, ssh_port=22)
+    assert lines == ["[node2]:2222,[node2.cluster.example]:2222,[10.0.0.12]:2222 " + KEY2,
+                     "node1,10.0.0.11 " + KEY1]
+    # A --limit run that reached node1 only keeps node2's key from the file it wrote.
+    unreached = hostvars(node2={"gpufleet_ssh_port": 2222, "cluster_ssh_node_identity": None})
+    assert cluster_known_hosts(unreached, ["node1", "node2"], existing_text="\n".join(lines) + "\n",
+                               resolve=resolve) == lines
+
+
+def test_the_shared_port_applies_to_every_node_the_inventory_gives_none():
+    lines = cluster_known_hosts(hostvars(), ["node1", "node2"], resolve=resolve, ssh_port=2222)
+    assert all(entry.startswith("[") and entry.endswith("]:2222")
+               for line in lines for entry in line.split()[0].split(","))
+    assert ssh_filter.FilterModule().filters()["known_hosts_by_port"](lines) == [
+        [2222, ["10.0.0.11", "10.0.0.12", "node1", "node2", "node2.cluster.example"]]]
+
+
+def test_ssh_config_blocks_are_one_per_port_with_bare_names():
+    lines = cluster_known_hosts(hostvars(node2={"gpufleet_ssh_port": "2200"}), ["node1", "node2"], resolve=resolve)
+    assert ssh_config_hosts(lines) == [[22, ["10.0.0.11", "node1"]],
+                                      [2200, ["10.0.0.12", "node2", "node2.cluster.example"]]]
+
+
+@pytest.mark.parametrize("port", [0, 65536, "ssh", True])
+def test_a_port_that_is_not_a_port_number_is_refused_before_anything_is_written(port):
+    with pytest.raises(ValueError, match=r"node2: gpufleet_ssh_port .* is not a port number.*Nothing was changed"):
+        cluster_known_hosts(hostvars(node2={"gpufleet_ssh_port": port}), ["node1", "node2"], resolve=resolve)
