@@ -365,6 +365,26 @@ def systemd_noise(index, cursor):
     return [line for line in out.splitlines() if SYSTEMD_NOISE.search(line)]
 
 
+WRONG_USER = "gpufleet-no-such-user"
+IGNORED = re.compile(r"\[sshd\] Ignore (\S+) by ")
+BANNED = re.compile(r"\[sshd\] Ban (\S+)")
+
+
+def wrong_user_logins(index, attempts=8):
+    """Log in to the node as a user it does not have, with the lab key, as an inventory with a wrong ansible_user
+    does: more failures than fail2ban's maxretry. Returns (addresses fail2ban logged as ignored, as banned) after."""
+    start = sh(["docker", "exec", container_name(index), "sh", "-c", "wc -l < /var/log/fail2ban.log"],
+               capture=True).stdout.strip() or "0"
+    for _attempt in range(attempts):
+        sh(["ssh", "-i", KEY, "-o", "BatchMode=yes", "-o", "UserKnownHostsFile=" + KNOWN_HOSTS,
+            "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=5",
+            "%s@%s" % (WRONG_USER, node_address(index)), "true"], check=False, capture=True)
+    time.sleep(3)
+    out = sh(["docker", "exec", container_name(index), "tail", "-n", "+%d" % (int(start) + 1),
+              "/var/log/fail2ban.log"], capture=True).stdout
+    return sorted(set(IGNORED.findall(out))), sorted(set(BANNED.findall(out)))
+
+
 def up(count):
     indexes = nodes(count)
     publish_image()
@@ -383,6 +403,15 @@ def up(count):
     if noise:
         raise SystemExit("lab: the second site.yml run made systemd act: %s" % noise)
     log("second run: changed=0, and systemd's journal shows no reload, start or stop on %d node(s)" % len(indexes))
+    log("logins as a user the nodes do not have, from the controller: fail2ban must see them and ban nobody")
+    for index in indexes:
+        ignored, banned = wrong_user_logins(index)
+        if banned or not ignored:
+            raise SystemExit("lab: after failed logins from the controller, fail2ban on %s logged ignored %s and "
+                             "banned %s (expected the controller's address ignored, nobody banned)"
+                             % (node_name(index), ignored or "none", banned or "none"))
+        log("%s: fail2ban ignored %s, banned nobody" % (node_name(index), ", ".join(ignored)))
+    wait_for_ssh(indexes)
     rc, _unused = run_playbook(os.path.join("playbooks", "validate.yml"))
     if rc != 0:
         raise SystemExit("lab: validate.yml failed (rc=%d)" % rc)

@@ -3,7 +3,8 @@
 # Apache License 2.0 (see LICENSE)
 """What ``gpufleet.cluster.systemd_units`` has to do, from one ``systemctl show``: pure functions.
 
-The module asks ``systemctl show --property=Id,LoadState,ActiveState,UnitFileState,ActiveEnterTimestamp -- unit...``
+The module asks ``systemctl show --property=Id,LoadState,ActiveState,UnitFileState,ActiveEnterTimestamp,NeedDaemonReload
+-- unit...``
 (with ``TZ=UTC``) once for every unit it is given, hands the text to ``parse_show`` and ``plan``, and runs only the
 ``systemctl`` calls the plan lists.
 ``tests/unit/test_systemd_units.py`` runs them on outputs captured in a node container. No Ansible import here.
@@ -16,7 +17,7 @@ __metaclass__ = type
 import calendar
 import time
 
-SHOW_PROPERTIES = ("Id", "LoadState", "ActiveState", "UnitFileState", "ActiveEnterTimestamp")
+SHOW_PROPERTIES = ("Id", "LoadState", "ActiveState", "UnitFileState", "ActiveEnterTimestamp", "NeedDaemonReload")
 # The module runs systemctl with TZ=UTC, so a timestamp reads "Thu 2026-12-03 09:29:21 UTC" whatever the node's zone.
 TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S"
 
@@ -87,6 +88,18 @@ def epoch_of(timestamp):
     return calendar.timegm(moment)
 
 
+def stale(newest_mtime, active_since):
+    """Whether a running unit started before the newest of its files was written (a run that wrote them and was
+    stopped before it restarted the unit). Whole seconds on both sides, as systemd prints the start: a file written
+    in the second the unit started does not count, so a restart in the second after a write is never repeated."""
+    return newest_mtime is not None and active_since is not None and int(newest_mtime) > active_since
+
+
+def needs_daemon_reload(blocks):
+    """Whether systemd says a unit file of one of these units changed on disk since it was last loaded."""
+    return any(block.get("NeedDaemonReload") == "yes" for block in blocks)
+
+
 def state_of(block):
     """{active, enabled}: the ActiveState and the UnitFileState systemd reports."""
     return {"active": block.get("ActiveState", ""), "enabled": block.get("UnitFileState", "")}
@@ -96,7 +109,8 @@ def plan_unit(unit, block):
     """(actions, predicted after-state, problem or None) for one requested unit and its show block.
 
     Actions are systemctl verbs in the order they run: enable/disable first, then start/stop (as systemd_service
-    does). A problem means nothing may run for any unit."""
+    does), or restart for a running unit with ``newest_mtime`` (the newest mtime of its ``restart_when_newer`` files)
+    later than its start. A problem means nothing may run for any unit."""
     name = unit["name"]
     load = block.get("LoadState", "")
     before = state_of(block)
@@ -126,6 +140,8 @@ def plan_unit(unit, block):
     if wanted_state == "started" and before["active"] not in RUNNING:
         actions.append("start")
         after["active"] = "active"
+    elif wanted_state == "started" and stale(unit.get("newest_mtime"), epoch_of(block.get("ActiveEnterTimestamp"))):
+        actions.append("restart")
     elif wanted_state == "stopped" and (before["active"] in RUNNING or before["active"] == DEACTIVATING):
         actions.append("stop")
         after["active"] = "inactive"

@@ -14,9 +14,13 @@ short_description: Bring several systemd units to their states in one call
 version_added: "0.1.0"
 description:
   - Reads the state of every unit given with one
-    C(systemctl show --property=Id,LoadState,ActiveState,UnitFileState,ActiveEnterTimestamp),
+    C(systemctl show --property=Id,LoadState,ActiveState,UnitFileState,ActiveEnterTimestamp,NeedDaemonReload),
     then runs C(systemctl enable)/C(disable) and C(start)/C(stop) only for the units that differ, in the order given
     (enable or disable first, then start or stop, as M(ansible.builtin.systemd_service) does).
+  - Repairs what a run stopped half-way leaves, so the next run finishes it. A unit file written without the
+    C(daemon-reload) that should follow (systemd's C(NeedDaemonReload=yes) for a unit given) makes the module reload
+    once; a running service whose files were written after it started (O(units[].restart_when_newer)) is
+    restarted.
   - Written here because M(ansible.builtin.systemd_service) takes one unit per call, so a run that changes nothing
     still costs one module round trip per unit; a role's units are checked here in one.
   - A unit that does not exist (C(LoadState=not-found)), is masked while it should start or be enabled, or could not
@@ -48,6 +52,14 @@ options:
         description:
           - Whether the unit starts at boot. Omitted leaves it as it is.
         type: bool
+      restart_when_newer:
+        description:
+          - Files the unit reads at start (its configuration). A unit to be started that already runs is restarted
+            when one of them was modified after it became active (whole seconds), as when a run wrote them and was
+            stopped before its handler restarted the unit. Files that do not exist are left out.
+        type: list
+        elements: path
+        default: []
       missing_ok:
         description:
           - For a unit with neither O(units[].state) nor O(units[].enabled), report a unit that does not exist (for
@@ -86,6 +98,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+daemon_reloaded:
+  description:
+    - Whether systemd had a unit file of a unit given that changed on disk and was not loaded, and the module ran
+      C(systemctl daemon-reload) for it (in check mode, would run it). Not set by O(daemon_reload).
+  returned: always
+  type: bool
 units:
   description: One entry per unit, in the order given.
   returned: always
@@ -108,7 +126,7 @@ units:
           service started before the file was written.
       type: int
     changed:
-      description: Whether this unit was (in check mode, would be) enabled, disabled, started or stopped.
+      description: Whether this unit was (in check mode, would be) enabled, disabled, started, stopped or restarted.
       type: bool
     before:
       description: C(active) (ActiveState) and C(enabled) (UnitFileState) as systemd reported them first.
@@ -127,6 +145,8 @@ units:
     - {name: ssh, id: ssh.service, load: loaded, active_since: 1796289761, changed: false, actions: [],
        before: {active: active, enabled: enabled}, after: {active: active, enabled: enabled}}
 """
+
+import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils import systemd_units as su
@@ -169,6 +189,17 @@ def read_after(module, systemctl, names, count):
     return blocks
 
 
+def newest_mtime(paths):
+    """The newest modification time of the files that exist among ``paths``; None when none does."""
+    times = []
+    for path in paths:
+        try:
+            times.append(os.stat(path).st_mtime)
+        except OSError:
+            continue
+    return max(times) if times else None
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -177,6 +208,7 @@ def main():
                 state=dict(type="str", choices=["started", "stopped"]),
                 enabled=dict(type="bool"),
                 missing_ok=dict(type="bool", default=False),
+                restart_when_newer=dict(type="list", elements="path", default=[]),
             )),
             daemon_reload=dict(type="bool", default=False),
         ),
@@ -195,20 +227,35 @@ def main():
 
     names = [unit["name"] for unit in units]
     blocks = []
+    reload_pending = False
     if names:
         rc, out, err = show(module, systemctl, names)
         if rc != 0:
             module.fail_json(msg="systemctl show failed (rc %d): %s. Nothing was changed." % (
                 rc, (err or out).strip()), rc=rc, stdout=out, stderr=err)
         blocks = su.parse_show(out)
+        # A unit file changed on disk and never loaded (a run stopped between writing it and the daemon-reload).
+        if su.needs_daemon_reload(blocks) and not module.params["daemon_reload"]:
+            reload_pending = True
+            if not module.check_mode:
+                rc, out, err = module.run_command([systemctl, "daemon-reload"], environ_update=C_LOCALE)
+                if rc != 0:
+                    module.fail_json(msg="systemctl daemon-reload failed (rc %d): %s" % (rc, (err or out).strip()))
+                rc, out, err = show(module, systemctl, names)
+                if rc != 0:
+                    module.fail_json(msg="systemctl show failed (rc %d): %s" % (rc, (err or out).strip()),
+                                     changed=True)
+                blocks = su.parse_show(out)
+    for unit in units:
+        unit["newest_mtime"] = newest_mtime(unit.get("restart_when_newer") or [])
     plans, problems = su.plan(units, blocks)
     if problems:
         module.fail_json(msg="; ".join(problems) + ". Nothing was changed.",
                          units=result_units(plans, done={}))
 
-    changed = any(item["actions"] for item in plans)
+    changed = any(item["actions"] for item in plans) or reload_pending
     after_blocks = None
-    if changed and not module.check_mode:
+    if any(item["actions"] for item in plans) and not module.check_mode:
         done = {}
         for item in plans:
             for action in item["actions"]:
@@ -228,7 +275,7 @@ def main():
                 module.warn("%s was started but systemd reports it %s (a Condition may have failed, or it ended)"
                             % (item["name"], block.get("ActiveState")))
 
-    result = dict(changed=changed, units=result_units(plans, after_blocks))
+    result = dict(changed=changed, units=result_units(plans, after_blocks), daemon_reloaded=reload_pending)
     if module._diff:
         result["diff"] = su.diff(result["units"])
     module.exit_json(**result)

@@ -1,4 +1,6 @@
 """systemd_units: the plan from systemctl show outputs captured in a node container, and the module's calls."""
+import os
+
 import pytest
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import systemd_units as su
@@ -13,6 +15,9 @@ TEMPLATE = fixture_parts("systemd", "show-trixie-template-name-rc1.txt")[1]
 SINCE_UTC = fixture_parts("systemd", "show-trixie-since-utc.txt")[1]
 SINCE_CET = fixture_parts("systemd", "show-trixie-since-local-cet.txt")[1]
 SINCE_BOOKWORM = fixture_parts("systemd", "show-bookworm-since-utc.txt")[1]
+NEED_RELOAD = fixture_parts("systemd", "show-trixie-need-daemon-reload.txt")[1]
+# /etc/capture-demo.conf's mtime in that capture, written 1.5 s after capture-demo.service started.
+NEED_RELOAD_CONF_MTIME = 1796625762.512792301
 SINCE_NAMES = ["ssh.service", "nonexistent.service", "systemd-journald.service", "fstrim.service"]
 TEMPLATE_STDERR = "Failed to get properties: Unit name sshd@.service is neither a valid invocation ID nor unit name.\n"
 
@@ -161,7 +166,7 @@ def use(monkeypatch, fake):
     patch_module(monkeypatch, run_command)
 
 
-SHOW_ARGS = ["show", "--property=Id,LoadState,ActiveState,UnitFileState,ActiveEnterTimestamp", "--"]
+SHOW_ARGS = ["show", "--property=Id,LoadState,ActiveState,UnitFileState,ActiveEnterTimestamp,NeedDaemonReload", "--"]
 
 
 def test_module_changes_nothing_when_all_agree(monkeypatch):
@@ -306,3 +311,51 @@ def test_module_reads_a_unit_that_may_be_missing(monkeypatch):
     assert [(unit["load"], unit["before"]["active"], unit["active_since"]) for unit in result["units"]] == [
         ("loaded", "active", 1796290161), ("not-found", "inactive", None), ("loaded", "active", 1796290143),
         ("loaded", "inactive", None)]
+
+
+# --- what a run stopped half-way leaves: a unit file not loaded, a configuration written after the service started
+
+def test_a_service_started_before_its_files_were_written_is_restarted_and_only_then():
+    blocks = su.parse_show(NEED_RELOAD)
+    unit = {"name": "capture-demo.service", "state": "started"}
+    # Written 1.5 s after the start: restart. Written in the second it started, before, or no file: nothing.
+    assert su.plan([dict(unit, newest_mtime=NEED_RELOAD_CONF_MTIME)], blocks[:1])[0][0]["actions"] == ["restart"]
+    for mtime in (1796625761.9, 1796625700.0, None):
+        assert su.plan([dict(unit, newest_mtime=mtime)], blocks[:1])[0][0]["actions"] == []
+    # Only a unit asked to run: one only read, or to be stopped, is not restarted.
+    assert su.plan([{"name": "capture-demo.service", "newest_mtime": NEED_RELOAD_CONF_MTIME}], blocks[:1])[0][0][
+        "actions"] == []
+    assert su.needs_daemon_reload(blocks) and not su.needs_daemon_reload(blocks[1:])
+
+
+def test_module_loads_a_unit_file_left_unloaded_and_restarts_a_stale_service(monkeypatch, tmp_path):
+    conf = tmp_path / "capture-demo.conf"
+    conf.write_text("written after the service started\n")
+    os.utime(str(conf), (NEED_RELOAD_CONF_MTIME, NEED_RELOAD_CONF_MTIME))
+    loaded = NEED_RELOAD.replace("NeedDaemonReload=yes", "NeedDaemonReload=no")
+    fake = FakeSystemctl(NEED_RELOAD, after=loaded)
+    fake.shows.append(loaded)
+    use(monkeypatch, fake)
+    names = ["capture-demo.service", "ssh.service"]
+    units = [{"name": "capture-demo.service", "state": "started", "restart_when_newer": [str(conf), "/nonexistent"]},
+             {"name": "ssh.service", "state": "started", "restart_when_newer": ["/nonexistent"]}]
+    result = run_main(systemd_units.main, {"units": units})
+    assert fake.calls == [SHOW_ARGS + names, ["daemon-reload"], SHOW_ARGS + names,
+                          ["restart", "--", "capture-demo.service"], SHOW_ARGS + names]
+    assert result["changed"] is True and result["daemon_reloaded"] is True
+    assert [unit["actions"] for unit in result["units"]] == [["restart"], []]
+
+
+def test_module_check_mode_reports_the_pending_reload_without_running_it(monkeypatch):
+    fake = FakeSystemctl(NEED_RELOAD)
+    use(monkeypatch, fake)
+    names = ["capture-demo.service", "ssh.service"]
+    result = run_main(systemd_units.main, {"units": [{"name": name} for name in names], "_ansible_check_mode": True})
+    assert fake.calls == [SHOW_ARGS + names]
+    assert result["changed"] is True and result["daemon_reloaded"] is True
+    # Asked to reload anyway (a unit file written in this run): that reload is not reported as a repair.
+    fake = FakeSystemctl(NEED_RELOAD.replace("NeedDaemonReload=yes", "NeedDaemonReload=no"))
+    use(monkeypatch, fake)
+    result = run_main(systemd_units.main, {"units": [{"name": name} for name in names], "daemon_reload": True})
+    assert fake.calls == [["daemon-reload"], SHOW_ARGS + names]
+    assert result["changed"] is False and result["daemon_reloaded"] is False
