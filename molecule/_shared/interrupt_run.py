@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Run a command (ansible-playbook) and kill it, with everything it started, part way through a task.
 
     interrupt_run.py --task REGEX --delay SECONDS -- COMMAND [ARG...]

@@ -205,7 +205,7 @@ def test_the_shared_port_applies_to_every_node_the_inventory_gives_none():
 def test_ssh_config_blocks_are_one_per_port_with_bare_names():
     lines = cluster_known_hosts(hostvars(node2={"gpufleet_ssh_port": "2200"}), ["node1", "node2"], resolve=resolve)
     assert ssh_config_hosts(lines) == [[22, ["10.0.0.11", "node1"]],
-                                      [2200, ["10.0.0.12", "node2", "node2.cluster.example"]]]
+                                       [2200, ["10.0.0.12", "node2", "node2.cluster.example"]]]
 
 
 @pytest.mark.parametrize("port", [0, 65536, "ssh", True])
