@@ -18,6 +18,7 @@ from ansible_collections.gpufleet.cluster.plugins.plugin_utils.filter_errors imp
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.ssh_keypair import keypair_drift
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.ssh_policy import (
     cluster_known_hosts,
+    controller_address_outside,
     lockout_problems,
     parse_kexinit_probe,
     parse_sshd_effective,
@@ -52,4 +53,5 @@ class FilterModule(object):
             "known_hosts_by_port": ssh_config_hosts,
             "ssh_keypair_drift": keypair_drift,
             "lockout_problems": as_filter(lockout_problems),
+            "controller_address_outside": as_filter(controller_address_outside),
         }

@@ -344,6 +344,17 @@ def _in_any(address, networks):
     return any(address in ipaddress.ip_network(str(network), strict=False) for network in networks or ())
 
 
+def controller_address_outside(session, networks):
+    """``[address]``: the controller's address as the node sees it (node_facts' ``ssh_session.client_address``) when
+    none of ``networks`` (addresses or CIDRs) holds it; ``[]`` when one does, or when there is no session (docker
+    exec, a local connection). What fail2ban's ignoreip and sshd's penalty exemptions add so the controller running
+    Ansible is never held back, without changing when it runs from inside a network already listed."""
+    if not session or not session.get("client_address"):
+        return []
+    address = ipaddress.ip_address(session["client_address"])
+    return [] if _in_any(address, networks) else [str(address)]
+
+
 def lockout_problems(session, *, permit_root_login=None, allow_groups=None, any_port=None, ssh_only=None,
                      ssh_ports=None):
     """Why the SSH session Ansible runs under (node_facts' ``ssh_session``: client_address, server_port, user, uid,

@@ -209,3 +209,13 @@ def test_fail2ban_never_bans_the_controller_nor_the_admin_networks():
         "127.0.0.1/8", "::1", "10.0.0.11", "10.0.0.12"]
     # docker exec or a local connection: no controller address to add.
     assert fail2ban_ignoreip(preflight_ssh_session=None) == ["127.0.0.1/8", "::1", "10.0.0.11", "10.0.0.12"]
+
+
+def test_the_controller_address_is_added_only_where_no_network_holds_it():
+    from ansible_collections.gpufleet.cluster.plugins.plugin_utils.ssh_policy import controller_address_outside
+    session = {"client_address": "198.51.100.7", "server_port": 22, "user": "gpufleet-admin", "uid": 1001}
+    assert controller_address_outside(session, ["192.0.2.0/24", "10.0.0.11"]) == ["198.51.100.7"]
+    assert controller_address_outside(session, ["198.51.100.0/24"]) == []
+    assert controller_address_outside(dict(session, client_address="2001:db8::7"), ["2001:db8::/32"]) == []
+    assert controller_address_outside(None, ["192.0.2.0/24"]) == []
+    assert controller_address_outside({}, []) == []

@@ -79,4 +79,5 @@ def test_drift_when_the_probe_never_reached_sshd():
 def test_filter_module_names():
     names = ssh_filter.FilterModule().filters()
     assert set(names) == {"sshd_effective", "ssh_kexinit", "sshd_runtime_drift", "cluster_known_hosts",
-                          "hosts_without_address", "known_hosts_by_port", "ssh_keypair_drift", "lockout_problems"}
+                          "hosts_without_address", "known_hosts_by_port", "ssh_keypair_drift", "lockout_problems",
+                          "controller_address_outside"}
