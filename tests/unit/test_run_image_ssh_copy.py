@@ -527,6 +527,10 @@ def test_an_engine_that_cannot_start_still_removes_the_copy(mod, home, as_root_f
 
 HARNESS = r'''
 import contextlib, importlib.util, os, pwd, signal, sys
+# HUP and INT at their defaults, as in a terminal: under nohup, or started in the background by a shell, the tests
+# inherit them ignored, and an ignored signal stays ignored across exec, down to the engine's shell.
+for number in (signal.SIGHUP, signal.SIGINT):
+    signal.signal(number, signal.SIG_DFL)
 spec = importlib.util.spec_from_file_location("launcher", sys.argv[1])
 mod = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mod)
