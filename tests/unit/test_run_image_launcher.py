@@ -16,9 +16,10 @@ PINNED = "registry.example:5000/ml/train@sha256:" + "ab" * 32
 
 
 FABRIC_ENV = "/etc/gpufleet/fabric.env"
+HOSTFILE = "/etc/gpufleet/hostfile"
 
 
-def launcher(tmp_path, engine="/usr/bin/docker", memlock=-1, fabric_env=FABRIC_ENV):
+def launcher(tmp_path, engine="/usr/bin/docker", memlock=-1, fabric_env=FABRIC_ENV, hostfile=HOSTFILE):
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE), trim_blocks=True,
                              undefined=jinja2.StrictUndefined)
     env.filters["comment"] = comment
@@ -28,7 +29,7 @@ def launcher(tmp_path, engine="/usr/bin/docker", memlock=-1, fabric_env=FABRIC_E
         __image_security_launcher_engine=engine, image_security_launcher_memlock=memlock,
         image_security_launcher_mounts=[{"src": "/usr/local/lib/gpufleet/validate", "dest": "/opt/gpufleet/validate"}],
         image_security_launcher_path="/usr/local/bin/gpufleet-run-image",
-        image_security_launcher_fabric_env=fabric_env,
+        image_security_launcher_fabric_env=fabric_env, image_security_launcher_hostfile=hostfile,
         __image_security_launcher_sudoers="/etc/sudoers.d/gpufleet-run-image")
     path = tmp_path / "gpufleet-run-image.py"
     path.write_text(text)
@@ -70,6 +71,14 @@ def test_gpu_and_infiniband_node_gets_gpus_hcas_ipc_lock_and_the_fabric_settings
                      "-v /etc/openmpi/openmpi-mca-params.conf:/etc/openmpi/openmpi-mca-params.conf:ro",
                      "--ulimit memlock=8388608:8388608"):
         assert expected in joined
+
+
+def test_the_cluster_hostfile_is_handed_read_only_at_its_path_only_where_it_is_set(tmp_path):
+    args = " ".join(launcher(tmp_path).engine_args(["mpirun"], environ={}, exists=only({HOSTFILE})))
+    assert "-v /etc/gpufleet/hostfile:/etc/gpufleet/hostfile:ro" in args
+    assert "hostfile" not in " ".join(launcher(tmp_path).engine_args(["mpirun"], environ={}, exists=only(set())))
+    unset = launcher(tmp_path, hostfile="")
+    assert "hostfile" not in " ".join(unset.engine_args(["mpirun"], environ={}, exists=only({HOSTFILE})))
 
 
 def test_podman_reaches_gpus_through_cdi(tmp_path):

@@ -711,7 +711,7 @@ def test_the_engine_gets_only_trusted_settings_mounts_and_files(mod, monkeypatch
     tree = dict(TREE)
     warnings = []
     sources = mod.trusted_sources(fake_lstat(tree), warnings.append)
-    assert sources["settings"] == ["/etc/nccl.conf"]
+    assert sources["settings"] == ["/etc/nccl.conf", "/etc/gpufleet/hostfile"]
     # A mount's own directory may be a user's: the path is checked, and handed on as checked (no trailing slash).
     assert sources["mounts"] == [{"src": "/srv/jobs", "dest": "/jobs"},
                                  {"src": "/usr/local/lib/gpufleet/validate", "dest": "/opt/gpufleet/validate"}]
@@ -725,6 +725,9 @@ def test_the_engine_gets_only_trusted_settings_mounts_and_files(mod, monkeypatch
     assert mod.trusted_sources(fake_lstat(tree), warnings.append)["fabric_env"] == ""
     tree["/etc/gpufleet/fabric.env"] = (F, 0, 0o644)
     assert mod.trusted_sources(fake_lstat(tree), warnings.append)["fabric_env"] == "/etc/gpufleet/fabric.env"
+    # The cluster hostfile likewise: a group-writable one would let that group point mpirun at other hosts.
+    tree["/etc/gpufleet/hostfile"] = (F, 0, 0o664)
+    assert mod.trusted_sources(fake_lstat(tree), warnings.append)["settings"] == ["/etc/nccl.conf"]
 
 
 def test_the_real_check_refuses_a_path_under_tmp_and_a_link(mod, tmp_path):
