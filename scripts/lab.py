@@ -344,11 +344,15 @@ def acceptance(*extra):
 # What systemd (PID 1) logs when it reloads its units, or starts, stops or reloads a service site.yml manages: a
 # run that changes nothing must log none of it (a daemon-reload takes running GPU containers' devices away under
 # Docker's systemd cgroup driver where the /dev/char links are missing). Login sessions and timers' own runs are
-# not the run's doing. The same list as molecule/cluster/drift.yml.
+# not the run's doing. The same list and rules as molecule/cluster/drift.yml.
 MANAGED_SERVICES = (r"(ssh|sshd|docker|containerd|fail2ban|nftables|gpufleet-[a-z-]+|prometheus-node-exporter|node_exporter"
                     r"|dcgm-exporter|nvidia-[a-z-]+|unattended-upgrades|chkrootkit|aide|dailyaidecheck)\.(service|timer)")
 SYSTEMD_NOISE = re.compile(r"^(Reloading|Reloaded|Reload requested)|^(Starting|Started|Stopping|Stopped|Restarting|Reloading) "
                            + MANAGED_SERVICES)
+# systemd names the unit of the process that asked for a daemon-reload. One in a service unit is the node's own doing
+# (the hourly apt-listchanges job disables its own timer), not the run's: the run's commands belong to no service.
+NODE_RELOAD = re.compile(r"^Reload requested from client PID [0-9]+ .*\(unit [^)]+\.service\)")
+RELOAD_LINE = re.compile(r"^Reloading(\.*| finished .*)$")
 
 
 def journal_cursor(index):
@@ -362,7 +366,12 @@ def systemd_noise(index, cursor):
     """What systemd logged on the node after the cursor about reloads, starts and stops."""
     out = sh(["docker", "exec", container_name(index), "journalctl", "--after-cursor", cursor, "_PID=1", "-o", "cat",
               "--no-pager"], capture=True).stdout
-    return [line for line in out.splitlines() if SYSTEMD_NOISE.search(line)]
+    lines = out.splitlines()
+    own = sum(1 for line in lines if NODE_RELOAD.search(line))
+    noise = [line for line in lines
+             if SYSTEMD_NOISE.search(line) and not NODE_RELOAD.search(line) and not RELOAD_LINE.match(line)]
+    # Each reload the node asked for itself accounts for its "Reloading..." and "Reloading finished" lines.
+    return noise + [line for line in lines if RELOAD_LINE.match(line)][2 * own:]
 
 
 WRONG_USER = "gpufleet-no-such-user"

@@ -1,4 +1,5 @@
-"""scripts/lab.py: what it says when it cannot run a playbook, before anything is started."""
+"""scripts/lab.py: what it says when it cannot run a playbook, before anything is started, and how it reads systemd's
+journal after a no-op run."""
 import os
 import sys
 
@@ -69,3 +70,21 @@ def test_systemd_noise_is_what_a_reload_start_or_stop_logs():
     quiet = ["Starting sysstat-collect.service - system activity accounting tool...",
              "Started session-4.scope - Session 4 of User admin.", "session-4.scope: Deactivated successfully."]
     assert [line for line in noisy + quiet if lab.SYSTEMD_NOISE.search(line)] == noisy
+
+
+# Lines as systemd 257 (Debian 13) logs them; the first reload is the hourly apt-listchanges job disabling its timer.
+NODE_OWN = ["Reload requested from client PID 35488 ('systemctl') (unit apt-listchanges.service)...", "Reloading...",
+            "Reloading finished in 217 ms.", "Starting apt-listchanges.service - Initialize apt-listchanges database"]
+RUNS_OWN = ["Reload requested from client PID 4101 ('systemctl')...", "Reloading...", "Reloading finished in 190 ms."]
+
+
+@pytest.mark.parametrize("journal, noise", [
+    (NODE_OWN, []),
+    (RUNS_OWN, RUNS_OWN),
+    (NODE_OWN + RUNS_OWN, RUNS_OWN),
+    (NODE_OWN[:3] + RUNS_OWN[1:], RUNS_OWN[1:]),
+    (["Stopping docker.service - Docker Application Container Engine", "Started session-3.scope"],
+     ["Stopping docker.service - Docker Application Container Engine"])])
+def test_only_the_reloads_the_node_asked_for_itself_are_not_the_runs(monkeypatch, journal, noise):
+    monkeypatch.setattr(lab, "sh", lambda cmd, capture=False: type("Out", (), {"stdout": "\n".join(journal)}))
+    assert lab.systemd_noise(1, "cursor") == noise
