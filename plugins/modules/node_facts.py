@@ -44,6 +44,13 @@ options:
       - Where apt keeps package lists, RV(package_lists_age) comes back too.
     type: bool
     default: false
+  present:
+    description:
+      - Absolute paths (under O(root)) to look for in the same call; the ones that exist, a dangling link
+        included, come back as RV(present). A role then runs a clean-up only where there is something to clean.
+    type: list
+    elements: path
+    default: []
 author:
   - gpufleet contributors (!UNKNOWN)
 notes:
@@ -133,6 +140,14 @@ ssh_session:
     uid: 1001
     user: admin
     groups: [admin, adm]
+present:
+  description:
+    - The paths of O(present) that exist on the node (a dangling link counts), in the order given. Not a fact,
+      as it holds at the time of the call.
+  returned: always
+  type: list
+  elements: str
+  sample: [/usr/local/libexec/gpufleet]
 apt_state:
   description:
     - The SHA-256 of what decides which packages an upgrade would install, that is the size, modification time and
@@ -277,6 +292,11 @@ def apt_state(root):
     return hashlib.sha256("\n".join(entries).encode("utf-8", "surrogateescape")).hexdigest()
 
 
+def present_paths(root, paths):
+    """The paths (absolute, read under root) that exist, dangling links included, in the order given."""
+    return [path for path in paths if os.path.lexists(sysfs._path(root, path))]
+
+
 def _raise(error):
     raise error
 
@@ -288,6 +308,7 @@ def main():
             os_release_path=dict(type="path"),
             use_mokutil=dict(type="bool", default=True),
             packages=dict(type="bool", default=False),
+            present=dict(type="list", elements="path", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -303,7 +324,8 @@ def main():
 
     facts = gather(root, os_release_path, mokutil_output)
     result = dict(changed=False, ansible_facts={"gpufleet_node": facts},
-                  ssh_session=ssh_session() if root == "/" else None)
+                  ssh_session=ssh_session() if root == "/" else None,
+                  present=present_paths(root, module.params["present"]))
     if module.params["packages"]:
         # A return value, never a fact: roles use this run's list only (preflight keeps it with set_fact).
         result["packages"], warning, result["package_lists_age"], result["apt_state"] = read_packages(module, root)

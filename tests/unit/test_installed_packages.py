@@ -245,3 +245,23 @@ def test_apt_state_changes_with_every_input_of_apts_upgrade_answer_and_nothing_e
     assert not changed(lambda: None)
     os.remove(os.path.join(root, "var/lib/dpkg/status"))
     assert node_facts.apt_state(root) is None
+
+
+def test_node_facts_present_names_only_paths_that_exist(tmp_path, monkeypatch):
+    """preflight removes the files of earlier versions only where present lists one: a directory, a file and a
+    dangling link count, a missing path does not, and the order given is kept."""
+    root = tmp_path / "root"
+    (root / "usr/local/libexec/gpufleet").mkdir(parents=True)
+    (root / "etc/tmpfiles.d").mkdir(parents=True)
+    (root / "etc/tmpfiles.d/gpufleet-ansiballz.conf").write_text("d /var/cache/gpufleet-ansiballz 0700 root root -\n")
+    (root / "var/cache").mkdir(parents=True)
+    os.symlink("/nonexistent-target", str(root / "var/cache/dangling"))
+    (root / "etc/os-release").write_text('ID=debian\nVERSION_ID="13"\n')
+    asked = ["/etc/tmpfiles.d/gpufleet-ansiballz.conf", "/var/cache/gpufleet-ansiballz", "/var/cache/dangling",
+             "/usr/local/libexec/gpufleet"]
+    patch_module(monkeypatch, lambda module, args, **kwargs: (1, "", ""))
+    result = run_main(node_facts.main, {"root": str(root), "use_mokutil": False, "present": asked})
+    assert result["present"] == ["/etc/tmpfiles.d/gpufleet-ansiballz.conf", "/var/cache/dangling",
+                                 "/usr/local/libexec/gpufleet"]
+    assert result["changed"] is False
+    assert run_main(node_facts.main, {"root": str(root), "use_mokutil": False})["present"] == []
