@@ -25,6 +25,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import re
 
 # Trailing columns nvidia-smi prints after the device columns, as (printed name, key) in print order.
@@ -38,6 +39,22 @@ LINK_CODE = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|N/A)$")
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 NIC_LEGEND_LINE = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
 GPU_NAME = re.compile(r"^GPU\d+$")
+
+
+def first_line(*texts):
+    """The first non-empty line of the first text that has one (stripped), or ''."""
+    for text in texts:
+        for line in (text or "").splitlines():
+            if line.strip():
+                return line.strip()
+    return ""
+
+
+def find_nvidia_smi(module, nvidia_smi_path):
+    """The nvidia-smi to run (an absolute path that is executable, or a name on PATH), or None when there is none."""
+    if os.path.isabs(nvidia_smi_path):
+        return nvidia_smi_path if os.access(nvidia_smi_path, os.X_OK) else None
+    return module.get_bin_path(nvidia_smi_path)
 
 
 def _clean_lines(text):

@@ -215,29 +215,12 @@ ansible_facts:
         links: {GPU0: {GPU0: X, GPU1: NV18, NIC0: PIX}}
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils import nvidia_smi
 from ansible_collections.gpufleet.cluster.plugins.module_utils import topology_policy
 
 QUERY_FIELDS = "index,name,uuid,pci.bus_id,memory.total,driver_version"
 C_LOCALE = {"LANGUAGE": "C", "LC_ALL": "C"}
-
-
-def _first_line(*texts):
-    for text in texts:
-        for line in (text or "").splitlines():
-            if line.strip():
-                return line.strip()
-    return ""
-
-
-def find_nvidia_smi(module, nvidia_smi_path):
-    """The nvidia-smi to run, or None when there is none."""
-    if os.path.isabs(nvidia_smi_path):
-        return nvidia_smi_path if os.access(nvidia_smi_path, os.X_OK) else None
-    return module.get_bin_path(nvidia_smi_path)
 
 
 def read_fabric(module, binary, topology, nvswitch):
@@ -251,7 +234,7 @@ def read_fabric(module, binary, topology, nvswitch):
     if binary and count:
         rc, out, err = module.run_command([binary, "-q"], environ_update=C_LOCALE)
         if rc != 0:
-            error = "nvidia-smi -q failed (rc=%d): %s" % (rc, _first_line(err, out) or "no output")
+            error = "nvidia-smi -q failed (rc=%d): %s" % (rc, nvidia_smi.first_line(err, out) or "no output")
         else:
             gpus = nvidia_smi.parse_fabric(out)
     verdict = nvidia_smi.fabric_verdict(gpus, nvswitch, gpu_count=count, reason=topology.get("reason") or "",
@@ -262,7 +245,7 @@ def read_fabric(module, binary, topology, nvswitch):
 def read_topology(module, nvidia_smi_path, binary=None):
     """Run nvidia-smi and return the assembled topology dict (gpu_count 0 with a reason on failure)."""
     if binary is None:
-        binary = find_nvidia_smi(module, nvidia_smi_path)
+        binary = nvidia_smi.find_nvidia_smi(module, nvidia_smi_path)
     if not binary:
         return topology_policy.assemble([], reason="nvidia-smi not found (%s)" % nvidia_smi_path)
 
@@ -270,7 +253,7 @@ def read_topology(module, nvidia_smi_path, binary=None):
         [binary, "--query-gpu=" + QUERY_FIELDS, "--format=csv,noheader,nounits"], environ_update=C_LOCALE)
     if rc != 0:
         return topology_policy.assemble(
-            [], reason="nvidia-smi failed (rc=%d): %s" % (rc, _first_line(out, err) or "no output"))
+            [], reason="nvidia-smi failed (rc=%d): %s" % (rc, nvidia_smi.first_line(out, err) or "no output"))
     try:
         gpus = nvidia_smi.parse_query_gpu(out)
     except ValueError as exc:
@@ -282,7 +265,7 @@ def read_topology(module, nvidia_smi_path, binary=None):
     topology_error = None
     rc, out, err = module.run_command([binary, "topo", "-m"], environ_update=C_LOCALE)
     if rc != 0:
-        topology_error = "nvidia-smi topo -m failed (rc=%d): %s" % (rc, _first_line(out, err) or "no output")
+        topology_error = "nvidia-smi topo -m failed (rc=%d): %s" % (rc, nvidia_smi.first_line(out, err) or "no output")
     else:
         try:
             topo = nvidia_smi.parse_topo_matrix(out)
@@ -320,7 +303,7 @@ def main():
     if problems:
         module.fail_json(msg="invalid GPU topology expectations: %s" % "; ".join(problems))
 
-    binary = find_nvidia_smi(module, params["nvidia_smi_path"])
+    binary = nvidia_smi.find_nvidia_smi(module, params["nvidia_smi_path"])
     topology = read_topology(module, params["nvidia_smi_path"], binary or "")
     violations = topology_policy.check(topology, expectations)
     topology["violations"] = violations

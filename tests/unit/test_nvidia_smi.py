@@ -20,6 +20,17 @@ def load(name):
 
 # name: (gpus, nics, affinity columns, {(a, b): code}, {gpu: (cpu affinity, numa affinity)}, nic legend)
 TOPO_CASES = {
+    "topo-asus-esc8000a-e12-4gpu-4nic-r575.txt": (
+        4, 4, ["cpu_affinity", "numa_affinity", "gpu_numa_id"],
+        {("GPU0", "NIC0"): "NODE", ("GPU0", "NIC2"): "SYS", ("NIC0", "NIC1"): "PIX"},
+        {"GPU0": ("0-31", "0"), "GPU2": ("32-63", "1")},
+        {"NIC0": "mlx5_0", "NIC3": "mlx5_3"}),
+    "topo-h200-8gpu-4nic-kvm-guest.txt": (
+        8, 4, ["cpu_affinity"],
+        {("GPU0", "NIC3"): "PXB", ("GPU1", "NIC3"): "PIX", ("GPU0", "NIC2"): "NODE", ("GPU0", "NIC0"): "SYS",
+         ("GPU0", "GPU7"): "NV18"},
+        {"GPU0": ("0-23", None), "GPU4": ("24-47", None)},
+        {"NIC0": "mlx5_0", "NIC3": "mlx5_3"}),
     "topo-h200-1gpu-vm-r580.txt": (
         1, 0, ["cpu_affinity", "numa_affinity", "gpu_numa_id"],
         {("GPU0", "GPU0"): "X"},

@@ -17,9 +17,11 @@ PINNED = "registry.example:5000/ml/train@sha256:" + "ab" * 32
 
 FABRIC_ENV = "/etc/gpufleet/fabric.env"
 HOSTFILE = "/etc/gpufleet/hostfile"
+PLACEMENT = "/etc/gpufleet/placement.json"
 
 
-def launcher(tmp_path, engine="/usr/bin/docker", memlock=-1, fabric_env=FABRIC_ENV, hostfile=HOSTFILE):
+def launcher(tmp_path, engine="/usr/bin/docker", memlock=-1, fabric_env=FABRIC_ENV, hostfile=HOSTFILE,
+             placement=PLACEMENT):
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE), trim_blocks=True,
                              undefined=jinja2.StrictUndefined)
     env.filters["comment"] = comment
@@ -30,6 +32,7 @@ def launcher(tmp_path, engine="/usr/bin/docker", memlock=-1, fabric_env=FABRIC_E
         image_security_launcher_mounts=[{"src": "/usr/local/lib/gpufleet/validate", "dest": "/opt/gpufleet/validate"}],
         image_security_launcher_path="/usr/local/bin/gpufleet-run-image",
         image_security_launcher_fabric_env=fabric_env, image_security_launcher_hostfile=hostfile,
+        image_security_launcher_placement=placement,
         __image_security_launcher_sudoers="/etc/sudoers.d/gpufleet-run-image")
     path = tmp_path / "gpufleet-run-image.py"
     path.write_text(text)
@@ -79,6 +82,14 @@ def test_the_cluster_hostfile_is_handed_read_only_at_its_path_only_where_it_is_s
     assert "hostfile" not in " ".join(launcher(tmp_path).engine_args(["mpirun"], environ={}, exists=only(set())))
     unset = launcher(tmp_path, hostfile="")
     assert "hostfile" not in " ".join(unset.engine_args(["mpirun"], environ={}, exists=only({HOSTFILE})))
+
+
+def test_the_placement_map_is_handed_read_only_at_its_path_only_where_it_is_set(tmp_path):
+    args = " ".join(launcher(tmp_path).engine_args(["torchrun"], environ={}, exists=only({PLACEMENT})))
+    assert "-v /etc/gpufleet/placement.json:/etc/gpufleet/placement.json:ro" in args
+    assert "placement" not in " ".join(launcher(tmp_path).engine_args(["torchrun"], environ={}, exists=only(set())))
+    unset = launcher(tmp_path, placement="")
+    assert "placement" not in " ".join(unset.engine_args(["torchrun"], environ={}, exists=only({PLACEMENT})))
 
 
 def test_podman_reaches_gpus_through_cdi(tmp_path):

@@ -673,7 +673,7 @@ TREE = {"/": (D, 0, 0o755), "/etc": (D, 0, 0o755), "/etc/nccl.conf": (F, 0, 0o64
         "/etc/ucx": (D, 1000, 0o755), "/etc/ucx/ucx.conf": (F, 0, 0o644),
         "/etc/openmpi": (D, 0, 0o775), "/etc/openmpi/openmpi-mca-params.conf": (F, 0, 0o644),
         "/etc/gpufleet": (D, 0, 0o755), "/etc/gpufleet/fabric.env": (L, 0, 0o777),
-        "/etc/gpufleet/hostfile": (F, 0, 0o644),
+        "/etc/gpufleet/hostfile": (F, 0, 0o644), "/etc/gpufleet/placement.json": (F, 0, 0o644),
         "/etc/ssh": (D, 0, 0o755), "/etc/ssh/ssh_known_hosts": (F, 0, 0o644), "/etc/ssh/ssh_config.d": (D, 0, 0o755),
         "/srv": (D, 0, 0o755), "/srv/jobs": (D, 1000, 0o755),
         "/home": (D, 0, 0o755), "/home/aiuser": (D, 1000, 0o700), "/home/aiuser/data": (D, 1000, 0o755),
@@ -711,7 +711,7 @@ def test_the_engine_gets_only_trusted_settings_mounts_and_files(mod, monkeypatch
     tree = dict(TREE)
     warnings = []
     sources = mod.trusted_sources(fake_lstat(tree), warnings.append)
-    assert sources["settings"] == ["/etc/nccl.conf", "/etc/gpufleet/hostfile"]
+    assert sources["settings"] == ["/etc/nccl.conf", "/etc/gpufleet/hostfile", "/etc/gpufleet/placement.json"]
     # A mount's own directory may be a user's: the path is checked, and handed on as checked (no trailing slash).
     assert sources["mounts"] == [{"src": "/srv/jobs", "dest": "/jobs"},
                                  {"src": "/usr/local/lib/gpufleet/validate", "dest": "/opt/gpufleet/validate"}]
@@ -727,6 +727,10 @@ def test_the_engine_gets_only_trusted_settings_mounts_and_files(mod, monkeypatch
     assert mod.trusted_sources(fake_lstat(tree), warnings.append)["fabric_env"] == "/etc/gpufleet/fabric.env"
     # The cluster hostfile likewise: a group-writable one would let that group point mpirun at other hosts.
     tree["/etc/gpufleet/hostfile"] = (F, 0, 0o664)
+    assert mod.trusted_sources(fake_lstat(tree), warnings.append)["settings"] == [
+        "/etc/nccl.conf", "/etc/gpufleet/placement.json"]
+    # The placement map too: a group-writable one would let that group move ranks off their GPU's CPUs.
+    tree["/etc/gpufleet/placement.json"] = (F, 0, 0o664)
     assert mod.trusted_sources(fake_lstat(tree), warnings.append)["settings"] == ["/etc/nccl.conf"]
 
 
