@@ -200,7 +200,8 @@ def build(gpus, localities, numa_nodes, hcas, topo=None, hca_localities=None, gp
 
     ``gpus``: nvidia_smi.parse_query_gpu rows (index, uuid, pci_bus_id); ``localities``: {PCI address:
     read_pci_locality()} of the GPUs; ``numa_nodes``: read_numa_nodes(); ``hcas``: sysfs.read_infiniband() entries
-    (name, pci_address, numa_node, netdevs, ports); ``hca_localities``: {HCA name: read_pci_locality()}; ``topo``: nvidia_smi.parse_topo_matrix() or None, for the NVLink peers and, where sysfs shows no PCI path,
+    (name, pci_address, numa_node, netdevs, ports); ``hca_localities``: {HCA name: read_pci_locality()};
+    ``topo``: nvidia_smi.parse_topo_matrix() or None, for the NVLink peers and, where sysfs shows no PCI path,
     the GPU-HCA link; ``gpu_reason``: why there is no GPU list (nvidia-smi missing or failing)."""
     hca_localities = hca_localities or {}
     all_cpus = sorted(set(cpu for entry in numa_nodes for cpu in entry["cpus"]))

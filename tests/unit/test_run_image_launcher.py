@@ -21,7 +21,7 @@ PLACEMENT = "/etc/gpufleet/placement.json"
 
 
 def launcher(tmp_path, engine="/usr/bin/docker", memlock=-1, fabric_env=FABRIC_ENV, hostfile=HOSTFILE,
-             placement=PLACEMENT):
+             placement=PLACEMENT, max_cpus=0, max_memory_gib=0):
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE), trim_blocks=True,
                              undefined=jinja2.StrictUndefined)
     env.filters["comment"] = comment
@@ -32,7 +32,8 @@ def launcher(tmp_path, engine="/usr/bin/docker", memlock=-1, fabric_env=FABRIC_E
         image_security_launcher_mounts=[{"src": "/usr/local/lib/gpufleet/validate", "dest": "/opt/gpufleet/validate"}],
         image_security_launcher_path="/usr/local/bin/gpufleet-run-image",
         image_security_launcher_fabric_env=fabric_env, image_security_launcher_hostfile=hostfile,
-        image_security_launcher_placement=placement,
+        image_security_launcher_placement=placement, image_security_launcher_max_cpus=max_cpus,
+        image_security_launcher_max_memory_gib=max_memory_gib,
         __image_security_launcher_sudoers="/etc/sudoers.d/gpufleet-run-image")
     path = tmp_path / "gpufleet-run-image.py"
     path.write_text(text)
@@ -237,3 +238,88 @@ def test_the_docstring_says_what_the_container_gets(tmp_path):
     doc = launcher(tmp_path).__doc__
     for words in (FABRIC_ENV, "--env-file", "/etc/nccl.conf", "/etc/ucx/ucx.conf", "win over"):
         assert words in doc
+
+
+# --gpus, --cpus, --memory: the placement map of a two-socket 8-GPU node (what placement_facts writes).
+EIGHT = {"version": 1, "numa_nodes": [{"node": 0, "cpus": "0-47"}, {"node": 1, "cpus": "48-95"}], "cpus": "0-95",
+         "gpus": [{"index": i, "uuid": "GPU-%d" % i, "numa_node": 0 if i < 4 else 1,
+                   "cpus": "0-47" if i < 4 else "48-95", "nearest_hcas": [], "nvlink_peers": []} for i in range(8)],
+         "hcas": []}
+
+
+def test_chosen_gpus_are_handed_by_index_with_their_cpus_and_memory_nodes(tmp_path):
+    mod = launcher(tmp_path)
+    limits = mod.job_limits(gpus="GPU-5,4", placement=EIGHT, max_cpus=96, max_memory_gib=1024)
+    assert limits == {"gpus": [4, 5], "cpuset-cpus": ",".join(str(c) for c in range(48, 96)), "cpuset-mems": "1"}
+    args = mod.engine_args(["torchrun"], environ={}, exists=only({"/dev/nvidiactl"}), limits=limits)
+    assert args[args.index("--gpus") + 1] == '"device=4,5"'
+    assert args[args.index("--cpuset-mems") + 1] == "1"
+    both = mod.job_limits(gpus="3,4", placement=EIGHT, max_cpus=96, max_memory_gib=1024)
+    assert both["cpuset-mems"] == "0,1" and both["cpuset-cpus"] == ",".join(str(c) for c in range(96))
+
+
+def test_podman_gets_one_cdi_device_per_chosen_gpu(tmp_path):
+    mod = launcher(tmp_path, engine="/usr/bin/podman")
+    limits = mod.job_limits(gpus="0,2", placement=EIGHT, max_cpus=96, max_memory_gib=1024)
+    args = " ".join(mod.engine_args(["x"], environ={}, exists=only({"/dev/nvidiactl"}), limits=limits))
+    assert "--device nvidia.com/gpu=0 --device nvidia.com/gpu=2" in args and "gpu=all" not in args
+
+
+def test_without_options_every_gpu_and_no_limit(tmp_path):
+    mod = launcher(tmp_path)
+    limits = mod.job_limits(placement=EIGHT, max_cpus=96, max_memory_gib=1024)
+    args = mod.engine_args(["x"], environ={}, exists=only({"/dev/nvidiactl"}), limits=limits)
+    assert args[args.index("--gpus") + 1] == "all"
+    assert not {"--cpus", "--memory", "--cpuset-cpus", "--cpuset-mems"} & set(args)
+    assert mod.job_limits(gpus="all", placement=EIGHT, max_cpus=96, max_memory_gib=1024)["gpus"] is None
+
+
+def test_cpus_and_memory_are_whole_numbers_within_the_maxima(tmp_path):
+    mod = launcher(tmp_path, max_cpus=16, max_memory_gib=64)
+    limits = mod.job_limits(cpus="16", memory="64g")
+    args = mod.engine_args(["x"], environ={}, exists=only(set()), limits=limits)
+    assert args[args.index("--cpus") + 1] == "16" and args[args.index("--memory") + 1] == "64g"
+    assert "--gpus" not in args  # no GPU on this node
+    assert mod.job_limits(memory="8")["memory"] == "8g"
+
+
+@pytest.mark.parametrize("asked, words", [
+    ({"cpus": "17"}, "--cpus takes a whole number from 1 to 16"),
+    ({"cpus": "0"}, "--cpus takes a whole number"),
+    ({"cpus": "1.5"}, "--cpus takes a whole number"),
+    ({"cpus": "-1"}, "--cpus takes a whole number"),
+    ({"cpus": "08"}, "--cpus takes a whole number"),
+    ({"memory": "65g"}, "--memory takes a whole number of GiB from 1 to 64"),
+    ({"memory": "1t"}, "--memory takes a whole number"),
+    ({"memory": "512m"}, "--memory takes a whole number"),
+    ({"memory": ""}, "--memory takes a whole number"),
+    ({"gpus": "8"}, "'8' is not a GPU index or UUID"),
+    ({"gpus": "0,0"}, "names GPU 0 twice"),
+    ({"gpus": "GPU-1,1"}, "names GPU 1 twice"),
+    ({"gpus": "0,"}, "'' is not a GPU index or UUID"),
+    ({"gpus": " 1"}, "' 1' is not a GPU index or UUID"),
+])
+def test_values_the_options_do_not_take_are_refused(tmp_path, asked, words):
+    mod = launcher(tmp_path, max_cpus=16, max_memory_gib=64)
+    with pytest.raises(ValueError) as error:
+        mod.job_limits(placement=EIGHT, **asked)
+    assert words in str(error.value)
+
+
+def test_gpus_are_refused_where_the_map_lists_none_or_cannot_be_read(tmp_path):
+    mod = launcher(tmp_path)
+    cpu_only = {"numa_nodes": [{"node": 0, "cpus": "0-1"}], "gpus": []}
+    for placement in (cpu_only, None):
+        with pytest.raises(ValueError) as error:
+            mod.job_limits(gpus="0", placement=placement)
+        assert "lists no GPU, so none can be chosen" in str(error.value)
+
+
+def test_main_refuses_a_bad_value_and_an_option_given_twice_before_any_engine_runs(tmp_path, capsys):
+    mod = launcher(tmp_path, max_cpus=4)
+    ran = []
+    assert mod.main(["--cpus", "5", "--", "true"], euid=0, execve=lambda *a: ran.append(a)) == 2
+    assert "--cpus takes a whole number from 1 to 4" in capsys.readouterr().err
+    assert mod.main(["--cpus", "1", "--cpus", "2", "--", "true"], euid=0, execve=lambda *a: ran.append(a)) == 2
+    assert mod.main(["--memory"], euid=0, execve=lambda *a: ran.append(a)) == 2
+    assert ran == []
