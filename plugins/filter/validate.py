@@ -16,5 +16,6 @@ class FilterModule(object):
             "mpi_hosts_for": validate_runs.mpi_hosts_for,
             "ddp_verdict": validate_runs.ddp_verdict,
             "mpi_verdict": validate_runs.mpi_verdict,
+            "placement_verdict": validate_runs.placement_verdict,
             "validate_what_ran": validate_runs.what_ran,
         }

@@ -384,3 +384,74 @@ def mpi_verdict(run, *, where, entries, hostvars, hosts, me, enabled=True, skip_
     if problems:
         return {"status": "failed", "reason": "; ".join(problems) + " [" + what + "]", "detail": detail}
     return {"status": "passed", "reason": what, "detail": detail}
+
+
+def _cpu_set(text):
+    """CPU numbers of a kernel cpulist, or None where it is not one."""
+    cpus = set()
+    try:
+        for part in (text or "").split(","):
+            first, sep, last = part.strip().partition("-")
+            cpus.update(range(int(first), int(last if sep else first) + 1))
+    except ValueError:
+        return None
+    return cpus
+
+
+def placement_verdict(run, *, placement=None, enabled=True, skip_reason=""):
+    """Verdict of the placement step, from the node-alone DDP check run through the rank binder.
+
+    run: the registered DDP command result; placement: the node's placement map (None: the node has none).
+    Each rank of the run must have been bound (no binder skip), must run on exactly the CPUs the binder's plan gave
+    it, and on a node whose map lists GPUs, on CPUs of its GPU's NUMA node (the GPU's CPUs in the map). A failure
+    names rank, GPU and CPUs. Skipped with skip_reason, "check off" when not enabled, or "not run"."""
+    if not skip_reason and not enabled:
+        skip_reason = "check off"
+    if skip_reason or not run or run.get("skipped"):
+        return _skipped(skip_reason or "not run")
+    result = ddp_result(run.get("stdout", ""))
+    records = result.get("placement") if result else None
+    if not placement:
+        return {"status": "failed", "reason": "no placement map on the node to check the ranks against",
+                "detail": {"ranks": records}}
+    if not records:
+        return {"status": "failed", "reason": "the DDP check reported no rank placement (%s)"
+                % ("no result" if not result else "an image or check without it"), "detail": {"ranks": records}}
+    gpus = dict((gpu.get("uuid"), gpu) for gpu in placement.get("gpus") or [])
+    problems, lines = [], []
+    for record in sorted(records, key=lambda r: r.get("rank", 0)):
+        name = "rank %s" % record.get("rank")
+        cpus = _cpu_set(record.get("cpus"))
+        if record.get("unreadable") is not None:
+            problems.append("%s: its placement record is unreadable" % name)
+            continue
+        if record.get("plan_skip"):
+            problems.append("%s: the binder bound nothing: %s" % (name, record["plan_skip"]))
+            continue
+        if record.get("plan_cpus") is None:
+            problems.append("%s: no binder ran (no GPUFLEET_BIND_* plan in its environment)" % name)
+            continue
+        if cpus != _cpu_set(record["plan_cpus"]):
+            problems.append("%s: runs on CPUs %s, the binder's plan gave %s"
+                            % (name, record.get("cpus"), record["plan_cpus"]))
+            continue
+        if gpus:
+            gpu = gpus.get(record.get("gpu_uuid"))
+            if gpu is None:
+                problems.append("%s: its GPU %s is not in the placement map" % (name, record.get("gpu_uuid")))
+                continue
+            allowed = _cpu_set(gpu.get("cpus")) or set()
+            if not cpus or not cpus <= allowed:
+                problems.append("%s on GPU %s: CPUs %s lie outside GPU %s's NUMA node %s (CPUs %s)"
+                                % (name, gpu.get("index"), record.get("cpus"), gpu.get("index"),
+                                   gpu.get("numa_node"), gpu.get("cpus")))
+                continue
+            lines.append("%s GPU %s CPUs %s" % (name, gpu.get("index"), record.get("cpus")))
+        else:
+            lines.append("%s %s CPUs %s" % (name, record.get("plan_slot"), record.get("cpus")))
+    detail = {"ranks": records, "checked": "each rank on its GPU's CPUs and on the binder's plan" if gpus
+              else "no GPU in the map: each rank on the CPUs the binder's plan gave it (NUMA nodes in the GPUs' place)"}
+    if problems:
+        return {"status": "failed", "reason": "; ".join(problems), "detail": detail}
+    return {"status": "passed", "reason": "%d rank(s), %s: %s" % (len(lines), detail["checked"], ", ".join(lines)),
+            "detail": detail}

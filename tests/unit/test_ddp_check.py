@@ -202,6 +202,39 @@ def test_two_ranks_on_cpu_pass(tmp_path):
     assert result["fabric"]["nccl_conf"] == os.path.exists("/etc/nccl.conf")
 
 
+BINDER = os.path.join(ROOT, "roles", "image_security", "files", "gpufleet_bind.py")
+
+
+def test_two_ranks_through_the_binder_report_where_they_ran(tmp_path):
+    """As validate runs it: torchrun --no-python gpufleet-bind python3 check. Each rank's record carries the CPUs it
+    ran on and the binder's plan, and the two agree; without the binder the plan fields are empty."""
+    cpus = sorted(os.sched_getaffinity(0))
+    placement = tmp_path / "placement.json"
+    placement.write_text(json.dumps({"numa_nodes": [{"node": 0, "cpus": ddp_check.format_cpulist(cpus)}],
+                                     "gpus": []}))
+    proc = subprocess.run(
+        [_torchrun(), "--standalone", "--nproc_per_node=2", "--no-python", sys.executable, BINDER, sys.executable,
+         SCRIPT, "--backend", "gloo", "--size-mb", "1", "--iters", "2", "--warmup", "1"],
+        capture_output=True, check=False, text=True, timeout=240, cwd=str(tmp_path),
+        env=dict(os.environ, OMP_NUM_THREADS="1", GPUFLEET_PLACEMENT=str(placement)))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    records = _result(proc.stdout)["placement"]
+    assert [r["rank"] for r in records] == [0, 1] and [r["local_rank"] for r in records] == [0, 1]
+    for record in records:
+        assert record["host"] == socket.gethostname() and record["gpu_uuid"] is None
+        assert record["plan_slot"] == "NUMA node 0" and record["plan_numa"] == "0" and record["plan_skip"] is None
+        assert record["cpus"] == record["plan_cpus"]
+    if len(cpus) >= 2:
+        assert records[0]["cpus"] != records[1]["cpus"]
+
+
+def test_placement_record_without_a_binder():
+    record = ddp_check.placement_record({"LOCAL_RANK": "1"}, {0, 1, 2, 5})
+    assert record == {"local_rank": 1, "gpu_uuid": None, "cpus": "0-2,5", "plan_slot": None, "plan_cpus": None,
+                      "plan_numa": None, "plan_skip": None}
+    assert ddp_check.read_record('{"cpus": "0-') == {"unreadable": '{"cpus": "0-'}
+
+
 def test_three_ranks_on_cpu_pass(tmp_path):
     """A world size that is not a power of two, with more rounds than ranks."""
     proc = subprocess.run(

@@ -59,7 +59,12 @@ def test_one_managed_files_call_after_the_os_check_removes_them():
     assert len(calls) == 1
     os_check = [index for index, task in enumerate(tasks) if "gpufleet_node.os_supported" in str(task)]
     assert os_check and os_check[0] < calls[0]
-    assert tasks[calls[0]]["when"] == "preflight_root == '/'"
+    # Only where the detection found one of them: a node without them makes no round trip for the removal.
+    assert tasks[calls[0]]["when"] == ["preflight_root == '/'", "__preflight_node.present | length > 0"]
+    detect = [task for task in tasks if "gpufleet.cluster.node_facts" in task]
+    assert len(detect) == 1 and detect[0]["register"] == "__preflight_node"
+    assert detect[0]["gpufleet.cluster.node_facts"]["present"] == "{{ __preflight_retired_files | map(attribute='dest') }}"
+    assert tasks.index(detect[0]) < calls[0]
 
 
 def test_no_role_or_playbook_sets_a_module_interpreter():

@@ -157,13 +157,54 @@ def verdict(backend, world_size, local_world_size, rank_hosts, device, torch_ver
     }
 
 
-def gather_hostnames(dist, torch, device, world_size, width=128):
-    """Every rank's hostname, via a fixed-width byte tensor (works on every backend, needs no numpy)."""
-    raw = socket.gethostname().encode("utf-8")[:width].ljust(width, b"\0")
+def gather_text(dist, torch, device, world_size, text, width=128):
+    """Every rank's ``text``, via a fixed-width byte tensor (works on every backend, needs no numpy)."""
+    raw = text.encode("utf-8")[:width].ljust(width, b"\0")
     mine = torch.tensor(list(raw), dtype=torch.uint8, device=device)
     gathered = [torch.zeros_like(mine) for _round in range(world_size)]
     dist.all_gather(gathered, mine)
     return [bytes(t.cpu().tolist()).rstrip(b"\0").decode("utf-8", "replace") for t in gathered]
+
+
+def gather_hostnames(dist, torch, device, world_size, width=128):
+    """Every rank's hostname."""
+    return gather_text(dist, torch, device, world_size, socket.gethostname(), width)
+
+
+def format_cpulist(cpus):
+    """A set of CPU numbers as the kernel writes it (0-3,8-11)."""
+    ranges = []
+    for cpu in sorted(set(cpus)):
+        if ranges and cpu == ranges[-1][1] + 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ",".join("%d" % a if a == b else "%d-%d" % (a, b) for a, b in ranges)
+
+
+def placement_record(environ, affinity, gpu_uuid=None):
+    """Where this rank runs: its local rank, the GPU it uses (UUID, None on CPU), the CPUs it may run on, and the
+    plan the rank binder (gpufleet-bind) gave it: GPUFLEET_BIND_SLOT, _CPUS and _NUMA, or _SKIP with its reason
+    (all None when no binder ran)."""
+    return {"local_rank": int(environ.get("LOCAL_RANK", "0")), "gpu_uuid": gpu_uuid,
+            "cpus": format_cpulist(affinity), "plan_slot": environ.get("GPUFLEET_BIND_SLOT"),
+            "plan_cpus": environ.get("GPUFLEET_BIND_CPUS"), "plan_numa": environ.get("GPUFLEET_BIND_NUMA"),
+            "plan_skip": environ.get("GPUFLEET_BIND_SKIP")}
+
+
+def read_record(text):
+    """A gathered placement_record, or {"unreadable": its start} where it was cut or garbled."""
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return {"unreadable": text[:80]}
+    return record if isinstance(record, dict) else {"unreadable": text[:80]}
+
+
+def gpu_uuid(torch, index):
+    """nvidia-smi's form of a CUDA device's UUID (GPU-xxxxxxxx-...), or None where torch does not give it."""
+    uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+    return None if uuid is None else "GPU-%s" % uuid
 
 
 def nccl_version_string(torch):
@@ -277,6 +318,11 @@ def main(argv=None):
     dist.all_gather(flags, mine)
     wrong_ranks = [r for r, flag in enumerate(flags) if int(flag)]
     hosts = gather_hostnames(dist, torch, device, world_size)
+    # Where each rank ran, read before any teardown: the placement step compares it with the node's placement map.
+    mine = placement_record(os.environ, os.sched_getaffinity(0),
+                            gpu_uuid(torch, local_rank) if backend == "nccl" else None)
+    placement = [dict(read_record(text), rank=index, host=hosts[index])
+                 for index, text in enumerate(gather_text(dist, torch, device, world_size, json.dumps(mine), 1024))]
     # Tear down in step: DDP's reducer first, then a barrier so that no rank closes its connections while a
     # peer is still finishing a collective (gloo aborts the late rank with "terminate called" otherwise).
     del optimizer, ddp
@@ -287,7 +333,8 @@ def main(argv=None):
         backend, world_size, local_world_size, hosts, device.type, torch.__version__,
         nccl_version_string(torch) if backend == "nccl" else None, numel * 4, args.iters, seconds_per_iter,
         samples, ddp_consistent, args.min_busbw_gbps, args.expect_world_size, args.expect_nnodes, wrong_ranks)
-    report.update(cuda_available=cuda, device_count=device_count, rank=rank, fabric=fabric)
+    report.update(cuda_available=cuda, device_count=device_count, rank=rank, fabric=fabric,
+                  placement=placement if world_size <= MAX_RANKS_LISTED else None)
     # Every rank holds the whole verdict (the measurements were reduced, the flags gathered); each node's local
     # rank 0 prints it, so every node's own torchrun output carries the result.
     if local_rank == 0:
