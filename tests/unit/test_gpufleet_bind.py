@@ -102,7 +102,7 @@ def _run(tmp_path, placement, env, *args):
     path.write_text(json.dumps(placement))
     environ = dict(os.environ, GPUFLEET_PLACEMENT=str(path), **env)
     return subprocess.run([sys.executable, SCRIPT] + list(args), env=environ, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, universal_newlines=True, timeout=30)
+                          stderr=subprocess.PIPE, universal_newlines=True, timeout=30, check=False)
 
 
 def test_the_program_runs_bound_to_the_planned_cpus(tmp_path):
@@ -132,7 +132,8 @@ def test_without_a_map_the_program_runs_unbound_and_says_why(tmp_path):
     run = subprocess.run([sys.executable, SCRIPT, "--", sys.executable, "-c",
                           "import os; print(len(os.sched_getaffinity(0)), os.environ.get('GPUFLEET_BIND_CPUS'),"
                           " os.environ['GPUFLEET_BIND_SKIP'])"],
-                         env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+                         env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                         check=False)
     assert run.returncode == 0
     count, stale, skip = run.stdout.split(" ", 2)
     assert int(count) == len(os.sched_getaffinity(0)) and stale == "None"

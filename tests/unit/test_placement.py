@@ -80,8 +80,9 @@ SWITCH = ["pci0000:15", "0000:15:01.0", "0000:16:00.0"]
     (None, None, None, 0, None),
 ])
 def test_link_class_follows_the_topo_legend(chain_a, chain_b, numa_a, numa_b, expected):
-    assert placement.link_class(chain_a, chain_b, numa_a, numa_b) == expected
-    assert placement.link_class(chain_b, chain_a, numa_b, numa_a) == expected
+    pair = {"a": (chain_a, numa_a), "b": (chain_b, numa_b)}
+    for first, second in (("a", "b"), ("b", "a")):  # the same pair both ways round
+        assert placement.link_class(pair[first][0], pair[second][0], pair[first][1], pair[second][1]) == expected
 
 
 def _tree(tmp_path, name):
@@ -160,8 +161,8 @@ def test_numa_nodes_from_sysfs_and_the_online_cpus_without_numa(tmp_path):
         (base / "node" / node).mkdir(parents=True)
         (base / "node" / node / "cpulist").write_text(cpus + "\n")
     (base / "node" / "possible").write_text("0-2\n")
-    assert placement.read_numa_nodes(str(tmp_path)) == [{"node": 0, "cpus": [0, 1, 2, 3]},
-                                                       {"node": 1, "cpus": [4, 5, 6, 7]}]
+    assert placement.read_numa_nodes(str(tmp_path)) == [
+        {"node": 0, "cpus": [0, 1, 2, 3]}, {"node": 1, "cpus": [4, 5, 6, 7]}]
     flat = tmp_path / "flat"
     (flat / "sys/devices/system/cpu").mkdir(parents=True)
     (flat / "sys/devices/system/cpu/online").write_text("0-15\n")

@@ -188,8 +188,8 @@ def main(argv, environ):
         child["GPUFLEET_BIND_SKIP"] = result["skip"]
     else:
         if environ.get("GPUFLEET_BIND_VERBOSE"):
-            note("local rank %d of %d: %s, CPUs %s, memory %s" % (result["rank"], result["ranks"], result["slot"],
-                                                                 result["cpus"], result["memory"]))
+            note("local rank %d of %d: %s, CPUs %s, memory %s"
+                 % (result["rank"], result["ranks"], result["slot"], result["cpus"], result["memory"]))
         child.update(GPUFLEET_BIND_SLOT=result["slot"], GPUFLEET_BIND_CPUS=result["cpus"],
                      GPUFLEET_BIND_NUMA="" if result["numa_node"] is None else str(result["numa_node"]))
     os.execvpe(args[0], args, child)
