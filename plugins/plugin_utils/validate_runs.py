@@ -437,6 +437,10 @@ def placement_verdict(run, *, placement=None, enabled=True, skip_reason=""):
             continue
         if gpus:
             gpu = gpus.get(record.get("gpu_uuid"))
+            if gpu is None and record.get("gpu_uuid") is None:
+                # A torch that gives no UUID: the GPU the plan named (the binder has CUDA number GPUs as the map).
+                slot = str(record.get("plan_slot") or "")
+                gpu = next((g for g in placement.get("gpus") or [] if slot == "GPU %s" % g.get("index")), None)
             if gpu is None:
                 problems.append("%s: its GPU %s is not in the placement map" % (name, record.get("gpu_uuid")))
                 continue

@@ -115,12 +115,13 @@ def test_the_program_runs_bound_to_the_planned_cpus(tmp_path):
                                          "GPUFLEET_BIND_VERBOSE": "1"},
                    "--", sys.executable, "-c",
                    "import json, os; print(json.dumps([sorted(os.sched_getaffinity(0)),"
-                   " dict((k, v) for k, v in os.environ.items() if k.startswith('GPUFLEET_BIND_'))]))")
+                   " dict((k, v) for k, v in os.environ.items() if k.startswith(('GPUFLEET_BIND_', 'CUDA_')))]))")
         assert run.returncode == 0, run.stderr
         expected = cpus[rank * len(cpus) // size:(rank + 1) * len(cpus) // size]
         affinity, plan = json.loads(run.stdout)
         assert affinity == expected
         assert plan == {"GPUFLEET_BIND_SLOT": "NUMA node 0", "GPUFLEET_BIND_NUMA": "0", "GPUFLEET_BIND_VERBOSE": "1",
+                        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
                         "GPUFLEET_BIND_CPUS": ",".join(map(str, expected)) if len(expected) == 1 else
                         "%d-%d" % (expected[0], expected[-1])}
         assert "local rank %d of %d: NUMA node 0, CPUs" % (rank, size) in run.stderr

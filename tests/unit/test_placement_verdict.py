@@ -52,6 +52,12 @@ def test_an_unbound_or_rebound_rank_fails(ranks, words):
     assert verdict["status"] == "failed" and words in verdict["reason"]
 
 
+def test_without_a_uuid_the_plans_gpu_is_checked():
+    ranks = [record(0, "48-59", slot="GPU 4"), record(1, "0-11", slot="GPU 5")]
+    verdict = placement_verdict(run(ranks), placement=EIGHT)
+    assert verdict["reason"] == "rank 1 on GPU 5: CPUs 0-11 lie outside GPU 5's NUMA node 1 (CPUs 48-95)"
+
+
 def test_a_gpu_the_map_does_not_list_fails():
     verdict = placement_verdict(run([record(0, "0-11", uuid="GPU-99")]), placement=EIGHT)
     assert verdict["reason"] == "rank 0: its GPU GPU-99 is not in the placement map"

@@ -16,7 +16,8 @@ placement map (/etc/gpufleet/placement.json, or GPUFLEET_PLACEMENT) says where e
 
   * Local rank r uses the r-th GPU the job sees (CUDA_VISIBLE_DEVICES, by index or UUID, else every GPU of the map),
     round robin when there are more ranks than GPUs; without a GPU (a CPU-only map) the NUMA nodes take its place,
-    round robin.
+    round robin. The program gets CUDA_DEVICE_ORDER=PCI_BUS_ID unless it is set, so that CUDA numbers the GPUs as
+    nvidia-smi and the map do (CUDA's own default may put a faster GPU first).
   * Its CPUs are that GPU's local CPUs (its NUMA node's where the map has no list), within the CPUs this process
     may use, shared out without overlap among the local ranks that got the same CPU set: rank k of n on that set
     gets the k-th of n near-equal contiguous slices.
@@ -190,6 +191,7 @@ def main(argv, environ):
         if environ.get("GPUFLEET_BIND_VERBOSE"):
             note("local rank %d of %d: %s, CPUs %s, memory %s"
                  % (result["rank"], result["ranks"], result["slot"], result["cpus"], result["memory"]))
+        child.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
         child.update(GPUFLEET_BIND_SLOT=result["slot"], GPUFLEET_BIND_CPUS=result["cpus"],
                      GPUFLEET_BIND_NUMA="" if result["numa_node"] is None else str(result["numa_node"]))
     os.execvpe(args[0], args, child)
