@@ -15,6 +15,7 @@ __metaclass__ = type
 import base64
 import json
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import placement
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.cluster import node_address
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.nccl import (
     parse_nccl_debug, transport_problems, transport_summary)
@@ -387,15 +388,11 @@ def mpi_verdict(run, *, where, entries, hostvars, hosts, me, enabled=True, skip_
 
 
 def _cpu_set(text):
-    """CPU numbers of a kernel cpulist, or None where it is not one."""
-    cpus = set()
+    """CPU numbers of a kernel cpulist (placement.parse_cpulist), or None where it is empty or not one."""
     try:
-        for part in (text or "").split(","):
-            first, sep, last = part.strip().partition("-")
-            cpus.update(range(int(first), int(last if sep else first) + 1))
+        return set(placement.parse_cpulist(text)) or None
     except ValueError:
         return None
-    return cpus
 
 
 def placement_verdict(run, *, placement=None, enabled=True, skip_reason=""):
