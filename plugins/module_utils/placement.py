@@ -188,6 +188,21 @@ def _node(value):
     return value if isinstance(value, int) and value >= 0 else None
 
 
+def _topo_numa_node(topo, index, numa_nodes):
+    """The NUMA node topo -m's NUMA Affinity gives GPU ``index``: the node it prints, or, where it prints a list of
+    nodes (Grace: the CPU node with the CPU-less nodes of GPU memory, ``0,2-17``), the one node of the list that has
+    CPUs in ``numa_nodes``; None where it prints none (``N/A``) or the list does not name a single such node."""
+    affinity = str((topo or {}).get("numa_affinity", {}).get("GPU%d" % index) or "")
+    try:
+        nodes = parse_cpulist(affinity)
+    except ValueError:
+        return None
+    if len(nodes) > 1:
+        with_cpus = set(entry["node"] for entry in numa_nodes if entry["cpus"])
+        nodes = [node for node in nodes if node in with_cpus]
+    return nodes[0] if len(nodes) == 1 else None
+
+
 def _cpus_of_node(numa_nodes, node):
     for entry in numa_nodes:
         if entry["node"] == node:
@@ -211,10 +226,8 @@ def build(gpus, localities, numa_nodes, hcas, topo=None, hca_localities=None, gp
         local = localities.get(address) or {"numa_node": None, "cpus": None, "chain": None}
         numa = local["numa_node"]
         if numa is None:
-            # The kernel gives the device no node (-1: one-socket hosts, many VMs): topo -m's NUMA Affinity, a
-            # single node, where it prints one.
-            affinity = str((topo or {}).get("numa_affinity", {}).get("GPU%d" % gpu["index"]) or "")
-            numa = int(affinity) if affinity.isdigit() else None
+            # The kernel gives the device no node (-1: one-socket hosts, many VMs): topo -m's NUMA Affinity.
+            numa = _topo_numa_node(topo, gpu["index"], numa_nodes)
         cpus = local["cpus"] or (_cpus_of_node(numa_nodes, numa) if numa is not None else None) or all_cpus
         links = []
         for hca in hcas:

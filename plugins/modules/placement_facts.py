@@ -17,10 +17,11 @@ description:
     C(/etc/gpufleet/placement.json) (written by the interconnect role).
   - For each GPU, its index and UUID (C(nvidia-smi --query-gpu)), PCI address, NUMA node and local CPUs (in sysfs,
     the PCI device's C(numa_node) and C(local_cpulist); where the kernel gives the device no node, C(-1), the
-    C(NUMA Affinity) of C(nvidia-smi topo -m)), the nearest RDMA HCA(s) with their ports and the link class to them
-    (C(PIX), C(PXB), C(PHB), C(NODE), C(SYS) as C(nvidia-smi topo -m) names them, worked out from the devices' PCI
-    paths in sysfs, or taken from C(topo -m) where sysfs does not show a path), and its NVLink peers (from
-    C(nvidia-smi topo -m)).
+    C(NUMA Affinity) of C(nvidia-smi topo -m), and where that lists several nodes, as on Grace (the CPU node with the
+    CPU-less nodes of GPU memory), the one of them with CPUs), the nearest RDMA HCA(s) with their ports and the link
+    class to them (C(PIX), C(PXB), C(PHB), C(NODE), C(SYS) as C(nvidia-smi topo -m) names them, worked out from the
+    devices' PCI paths in sysfs, or taken from C(topo -m) where sysfs does not show a path), and its NVLink peers
+    (from C(nvidia-smi topo -m)).
   - The NUMA nodes and their CPUs come from C(/sys/devices/system/node); a node without GPUs, or whose nvidia-smi
     does not answer, gets a map with no GPU and the reason in C(gpu_reason).
   - Reads only; never changes the node.

@@ -91,6 +91,18 @@ TOPO_CASES = {
         {("GPU1", "GPU2"): "NV4", ("GPU1", "NIC1"): "PXB"},
         {"GPU0": ("0", "0-1")},
         {}),
+    "topo-gh200-1gpu-4nic-r560.txt": (
+        1, 4, ["cpu_affinity", "numa_affinity", "gpu_numa_id"],
+        {("GPU0", "NIC0"): "NODE", ("GPU0", "NIC3"): "NODE", ("NIC0", "NIC1"): "PIX", ("NIC1", "NIC2"): "NODE",
+         ("NIC2", "NIC3"): "PIX"},
+        {"GPU0": ("0-71", "0")},
+        {"NIC0": "mlx5_0", "NIC3": "mlx5_3"}),
+    "topo-gb200-4gpu-8nic-r580.txt": (
+        4, 8, ["cpu_affinity", "numa_affinity", "gpu_numa_id"],
+        {("GPU0", "GPU3"): "NV18", ("GPU1", "GPU2"): "NV18", ("GPU0", "NIC0"): "SYS", ("GPU3", "NIC7"): "SYS",
+         ("NIC2", "NIC3"): "PIX", ("NIC6", "NIC7"): "PIX", ("NIC0", "NIC1"): "SYS"},
+        {"GPU0": ("0-71", "0,2-17"), "GPU3": ("72-143", "1,18-33")},
+        {"NIC0": "mlx5_0", "NIC7": "mlx5_7"}),
 }
 
 
