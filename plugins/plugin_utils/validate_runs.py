@@ -359,12 +359,16 @@ def mpi_verdict(run, *, where, entries, hostvars, hosts, me, enabled=True, skip_
     mine = [r for r in placement["ranks"] if r["inventory_host"] == me]
     if result and not mine:
         problems.append("this node is not in the hostfile")
-    fabric = None
+    fabric = where_mine = None
     if result and mine and where == "image":
         reported = dict((int(r["rank"]), r) for r in result.get("ranks") or [] if "rank" in r)
         fabric_problems, fabric = fabric_comparison(reported.get(mine[0]["rank"], {}).get("fabric"), fabric_env,
                                                     fabric_env_path)
         problems += ["rank %d: %s" % (mine[0]["rank"], problem) for problem in fabric_problems]
+        # Where this node's rank ran, for the placement step (None from a check that does not report it).
+        where_mine = reported.get(mine[0]["rank"], {}).get("placement")
+        if isinstance(where_mine, dict):
+            where_mine = dict(where_mine, rank=mine[0]["rank"])
     problems = list(dict.fromkeys(problems))
     launched = ("host Open MPI over the SSH mesh" if where == "host"
                 else "mpirun in the training image, ranks started in the image on every node")
@@ -382,6 +386,8 @@ def mpi_verdict(run, *, where, entries, hostvars, hosts, me, enabled=True, skip_
               "allreduce": allreduce, "problems": problems}
     if fabric is not None:
         detail["fabric"] = fabric
+    if where_mine is not None:
+        detail["placement"] = where_mine
     if problems:
         return {"status": "failed", "reason": "; ".join(problems) + " [" + what + "]", "detail": detail}
     return {"status": "passed", "reason": what, "detail": detail}
@@ -395,64 +401,82 @@ def _cpu_set(text):
         return None
 
 
-def placement_verdict(run, *, placement=None, enabled=True, skip_reason=""):
-    """Verdict of the placement step, from the node-alone DDP check run through the rank binder.
+def _rank_placement_problem(name, record, placement, gpus):
+    """What is wrong with where one rank ran (a placement record of the DDP or MPI check), or None with the line
+    that says where it ran."""
+    cpus = _cpu_set(record.get("cpus"))
+    if record.get("unreadable") is not None:
+        return "%s: its placement record is unreadable" % name, None
+    if record.get("plan_skip"):
+        return "%s: the binder bound nothing: %s" % (name, record["plan_skip"]), None
+    if record.get("plan_cpus") is None:
+        return "%s: no binder ran (no GPUFLEET_BIND_* plan in its environment)" % name, None
+    if cpus != _cpu_set(record["plan_cpus"]):
+        return "%s: runs on CPUs %s, the binder's plan gave %s" % (name, record.get("cpus"), record["plan_cpus"]), None
+    if not gpus:
+        return None, "%s %s CPUs %s" % (name, record.get("plan_slot"), record.get("cpus"))
+    gpu = gpus.get(record.get("gpu_uuid")) if record.get("gpu_uuid") is not None else None
+    if gpu is None:
+        # No UUID (a torch that gives none, or the MPI check, which uses no GPU): the GPU the plan named (the binder
+        # has CUDA number the GPUs as the map does).
+        slot = str(record.get("plan_slot") or "")
+        gpu = next((g for g in placement.get("gpus") or [] if slot == "GPU %s" % g.get("index")), None)
+    if gpu is None:
+        return "%s: its GPU %s is not in the placement map" % (
+            name, record.get("gpu_uuid") or record.get("plan_slot")), None
+    allowed = _cpu_set(gpu.get("cpus")) or set()
+    if not cpus or not cpus <= allowed:
+        return "%s on GPU %s: CPUs %s lie outside GPU %s's NUMA node %s (CPUs %s)" % (
+            name, gpu.get("index"), record.get("cpus"), gpu.get("index"), gpu.get("numa_node"), gpu.get("cpus")), None
+    return None, "%s GPU %s CPUs %s" % (name, gpu.get("index"), record.get("cpus"))
 
-    run: the registered DDP command result; placement: the node's placement map (None: the node has none).
-    Each rank of the run must have been bound (no binder skip), must run on exactly the CPUs the binder's plan gave
-    it, and on a node whose map lists GPUs, on CPUs of its GPU's NUMA node (the GPU's CPUs in the map). A failure
-    names rank, GPU and CPUs. Skipped with skip_reason, "check off" when not enabled, or "not run"."""
+
+def placement_verdict(run, *, placement=None, mpi=None, enabled=True, skip_reason=""):
+    """Verdict of the placement step, from the node-alone DDP check and the in-image MPI check, both run through the
+    rank binder.
+
+    run: the registered DDP command result; mpi: the mpi_image step's verdict ({status, detail}; its detail's
+    ``placement`` is where this node's MPI rank ran), None when there is none; placement: the node's placement map
+    (None: the node has none). Each rank must have been bound (no binder skip), must run on exactly the CPUs the
+    binder's plan gave it, and on a node whose map lists GPUs, on CPUs of its GPU's NUMA node (the GPU's CPUs in the
+    map). A failure names rank, GPU and CPUs. Skipped with skip_reason, "check off" when not enabled, or "not run"
+    when neither check ran."""
     if not skip_reason and not enabled:
         skip_reason = "check off"
-    if skip_reason or not run or run.get("skipped"):
+    ddp_ran = bool(run) and not run.get("skipped")
+    mpi_ran = bool(mpi) and mpi.get("status") in ("passed", "failed")
+    if skip_reason or not (ddp_ran or mpi_ran):
         return _skipped(skip_reason or "not run")
-    result = ddp_result(run.get("stdout", ""))
+    result = ddp_result(run.get("stdout", "")) if ddp_ran else None
     records = result.get("placement") if result else None
+    mpi_record = (mpi.get("detail") or {}).get("placement") if mpi_ran else None
+    detail = {"ranks": records, "mpi_rank": mpi_record}
     if not placement:
         return {"status": "failed", "reason": "no placement map on the node to check the ranks against",
-                "detail": {"ranks": records}}
-    if not records:
-        return {"status": "failed", "reason": "the DDP check reported no rank placement (%s)"
-                % ("no result" if not result else "an image or check without it"), "detail": {"ranks": records}}
-    gpus = dict((gpu.get("uuid"), gpu) for gpu in placement.get("gpus") or [])
+                "detail": detail}
     problems, lines = [], []
-    for record in sorted(records, key=lambda r: r.get("rank", 0)):
-        name = "rank %s" % record.get("rank")
-        cpus = _cpu_set(record.get("cpus"))
-        if record.get("unreadable") is not None:
-            problems.append("%s: its placement record is unreadable" % name)
-            continue
-        if record.get("plan_skip"):
-            problems.append("%s: the binder bound nothing: %s" % (name, record["plan_skip"]))
-            continue
-        if record.get("plan_cpus") is None:
-            problems.append("%s: no binder ran (no GPUFLEET_BIND_* plan in its environment)" % name)
-            continue
-        if cpus != _cpu_set(record["plan_cpus"]):
-            problems.append("%s: runs on CPUs %s, the binder's plan gave %s"
-                            % (name, record.get("cpus"), record["plan_cpus"]))
-            continue
-        if gpus:
-            gpu = gpus.get(record.get("gpu_uuid"))
-            if gpu is None and record.get("gpu_uuid") is None:
-                # A torch that gives no UUID: the GPU the plan named (the binder has CUDA number GPUs as the map).
-                slot = str(record.get("plan_slot") or "")
-                gpu = next((g for g in placement.get("gpus") or [] if slot == "GPU %s" % g.get("index")), None)
-            if gpu is None:
-                problems.append("%s: its GPU %s is not in the placement map" % (name, record.get("gpu_uuid")))
-                continue
-            allowed = _cpu_set(gpu.get("cpus")) or set()
-            if not cpus or not cpus <= allowed:
-                problems.append("%s on GPU %s: CPUs %s lie outside GPU %s's NUMA node %s (CPUs %s)"
-                                % (name, gpu.get("index"), record.get("cpus"), gpu.get("index"),
-                                   gpu.get("numa_node"), gpu.get("cpus")))
-                continue
-            lines.append("%s GPU %s CPUs %s" % (name, gpu.get("index"), record.get("cpus")))
-        else:
-            lines.append("%s %s CPUs %s" % (name, record.get("plan_slot"), record.get("cpus")))
-    detail = {"ranks": records, "checked": "each rank on its GPU's CPUs and on the binder's plan" if gpus
-              else "no GPU in the map: each rank on the CPUs the binder's plan gave it (NUMA nodes in the GPUs' place)"}
+    if ddp_ran and not records:
+        problems.append("the DDP check reported no rank placement (%s)"
+                        % ("no result" if not result else "an image or check without it"))
+    if mpi_ran and not mpi_record:
+        problems.append("the in-image MPI check reported no placement for this node's rank")
+    gpus = dict((gpu.get("uuid"), gpu) for gpu in placement.get("gpus") or [])
+    named = [("DDP rank %s" % r.get("rank"), r) for r in sorted(records or [], key=lambda r: r.get("rank", 0))]
+    if mpi_record:
+        named.append(("MPI rank %s" % mpi_record.get("rank"), mpi_record))
+    for name, record in named:
+        problem, line = _rank_placement_problem(name, record, placement, gpus)
+        problems += [problem] if problem else []
+        lines += [line] if line else []
+    detail["checked"] = ("each rank on its GPU's CPUs and on the binder's plan" if gpus
+                         else "no GPU in the map: each rank on the CPUs the binder's plan gave it (NUMA nodes in the "
+                         "GPUs' place)")
+    not_run = [what for what, ran in (("the node-alone DDP check", ddp_ran), ("the in-image MPI check", mpi_ran))
+               if not ran]
+    if not_run:
+        detail["not_run"] = not_run
     if problems:
         return {"status": "failed", "reason": "; ".join(problems), "detail": detail}
-    return {"status": "passed", "reason": "%d rank(s), %s: %s" % (len(lines), detail["checked"], ", ".join(lines)),
-            "detail": detail}
+    return {"status": "passed", "reason": "%d rank(s), %s: %s%s" % (
+        len(lines), detail["checked"], ", ".join(lines),
+        "; not run: %s" % ", ".join(not_run) if not_run else ""), "detail": detail}

@@ -228,3 +228,42 @@ def test_wrong_world_size_fails(tmp_path):
     result = _result(proc.stdout)
     assert result["passed"] is False
     assert result["problems"] == ["world size is 3, expected 4"]
+
+
+BINDER = os.path.join(ROOT, "roles", "image_security", "files", "gpufleet_bind.py")
+
+
+def test_placement_record_takes_open_mpis_local_rank_and_the_binders_plan():
+    record = mpi_check.placement_record({"OMPI_COMM_WORLD_LOCAL_RANK": "3", "GPUFLEET_BIND_SLOT": "GPU 3",
+                                         "GPUFLEET_BIND_CPUS": "48-59", "GPUFLEET_BIND_NUMA": "1"}, {48, 49, 50, 59})
+    assert record == {"local_rank": 3, "gpu_uuid": None, "cpus": "48-50,59", "plan_slot": "GPU 3",
+                      "plan_cpus": "48-59", "plan_numa": "1", "plan_skip": None}
+    assert mpi_check.placement_record({"SLURM_LOCALID": "1"}, {0})["local_rank"] == 1
+    assert mpi_check.placement_record({}, set())["cpus"] == ""
+
+
+def test_each_rank_is_listed_with_where_it_ran():
+    reports = rank_reports(2, hosts=("node1", "node2"))
+    reports[1]["placement"] = mpi_check.placement_record({"OMPI_COMM_WORLD_LOCAL_RANK": "0"}, {0, 1})
+    report = mpi_check.build_report(reports, 2, "x", "x")
+    assert "placement" not in report["ranks"][0]
+    assert report["ranks"][1]["placement"]["cpus"] == "0-1" and report["ranks"][1]["placement"]["local_rank"] == 0
+
+
+def test_ranks_under_mpirun_through_the_binder_report_its_plan(tmp_path):
+    """As validate runs it in the image: mpirun --bind-to none gpufleet-bind python3 check."""
+    cpus = sorted(os.sched_getaffinity(0))
+    placement = tmp_path / "placement.json"
+    placement.write_text(json.dumps({"numa_nodes": [{"node": 0, "cpus": mpi_check.format_cpulist(cpus)}],
+                                     "gpus": []}))
+    proc = subprocess.run(
+        [_mpirun_with_mpi4py(), "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "2",
+         SYSTEM_PYTHON, BINDER, SYSTEM_PYTHON, SCRIPT, "--expect-world-size", "2"],
+        capture_output=True, check=False, text=True, timeout=120, cwd=str(tmp_path),
+        env=dict(os.environ, GPUFLEET_PLACEMENT=str(placement)))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    records = [rank["placement"] for rank in _result(proc.stdout)["ranks"]]
+    assert [r["local_rank"] for r in records] == [0, 1]
+    for record in records:
+        assert record["plan_slot"] == "NUMA node 0" and record["plan_skip"] is None
+        assert record["cpus"] == record["plan_cpus"]

@@ -134,6 +134,20 @@ def test_every_rank_on_its_node_passes_and_says_what_ran():
     assert [r["inventory_host"] for r in verdict["detail"]["ranks"]] == HOSTS
 
 
+def test_the_image_verdict_keeps_where_this_nodes_rank_ran_for_the_placement_step():
+    ranks = [{"rank": 0, "host": "gpu-01"},
+             {"rank": 1, "host": "gpu-02", "placement": {"local_rank": 0, "cpus": "0-3", "plan_cpus": "0-3"}},
+             {"rank": 2, "host": "gpu-03"}]
+    verdict = v.mpi_verdict(mpi_run(ranks=ranks), where="image", entries=ENTRIES, hostvars=HOSTVARS, hosts=HOSTS,
+                            me="gpu-02")
+    assert verdict["detail"]["placement"] == {"rank": 1, "local_rank": 0, "cpus": "0-3", "plan_cpus": "0-3"}
+    host = v.mpi_verdict(mpi_run(ranks=ranks), where="host", entries=ENTRIES, hostvars=HOSTVARS, hosts=HOSTS,
+                         me="gpu-02")
+    assert "placement" not in host["detail"]
+    assert "placement" not in v.mpi_verdict(mpi_run(ranks=ranks), where="image", entries=ENTRIES, hostvars=HOSTVARS,
+                                            hosts=HOSTS, me="gpu-01")["detail"]
+
+
 def test_rank_on_the_wrong_node_fails():
     ranks = [{"rank": 0, "host": "gpu-01"}, {"rank": 1, "host": "gpu-01"}, {"rank": 2, "host": "gpu-03"}]
     verdict = v.mpi_verdict(mpi_run(ranks=ranks), where="host", entries=ENTRIES, hostvars=HOSTVARS, hosts=HOSTS,

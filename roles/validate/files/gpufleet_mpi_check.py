@@ -12,7 +12,8 @@ With Open MPI it also reports the PML it selected and the BTLs it initialised an
 pml_base_verbose and btl_base_verbose to 10 for itself (unless they are set already), reads Open MPI's own
 selection messages from its stderr and passes every other stderr line on unchanged.
 Every rank also reports the fabric settings it saw (its NCCL_* and UCX_* variables, whether /etc/nccl.conf and
-/etc/ucx/ucx.conf were there), listed with its rank, for validate to compare with that node's own.
+/etc/ucx/ucx.conf were there) and where it ran (its local rank, the CPUs it may run on and the plan the rank binder
+gave it, when one ran), listed with its rank, for validate to compare with that node's own.
 Rank 0 prints one JSON line prefixed `GPUFLEET_MPI_RESULT `; every rank exits 0 (pass) or 1 (fail), as rank 0
 decided. Needs only python3 and mpi4py.
 """
@@ -51,6 +52,28 @@ def fabric_settings(environ, exists=os.path.exists):
     for name, path in sorted(SETTINGS_FILES.items()):
         seen[name] = bool(exists(path))
     return seen
+
+
+def format_cpulist(cpus):
+    """A set of CPU numbers as the kernel writes it (0-3,8-11)."""
+    ranges = []
+    for cpu in sorted(set(cpus)):
+        if ranges and cpu == ranges[-1][1] + 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ",".join("%d" % a if a == b else "%d-%d" % (a, b) for a, b in ranges)
+
+
+def placement_record(environ, affinity):
+    """Where this rank runs: its local rank on the node (Open MPI's, else Slurm's), the CPUs it may run on, and the
+    plan the rank binder (gpufleet-bind) gave it: GPUFLEET_BIND_SLOT, _CPUS and _NUMA, or _SKIP with its reason
+    (all None when no binder ran). The same record as the DDP check's, without a GPU (this check uses none)."""
+    local = environ.get("OMPI_COMM_WORLD_LOCAL_RANK", environ.get("SLURM_LOCALID", "0"))
+    return {"local_rank": int(local) if local.isdigit() else None, "gpu_uuid": None,
+            "cpus": format_cpulist(affinity), "plan_slot": environ.get("GPUFLEET_BIND_SLOT"),
+            "plan_cpus": environ.get("GPUFLEET_BIND_CPUS"), "plan_numa": environ.get("GPUFLEET_BIND_NUMA"),
+            "plan_skip": environ.get("GPUFLEET_BIND_SKIP")}
 
 
 def parse_ompi_selection(text):
@@ -143,7 +166,7 @@ def build_report(rank_reports, world_size, library, vendor, expect_world_size=No
     selection = [r["selection"] for r in ordered if r.get("selection")]
     return {
         "passed": not problems, "problems": problems, "world_size": world_size,
-        "ranks": [dict((key, r[key]) for key in ("rank", "host", "fabric") if key in r) for r in ordered],
+        "ranks": [dict((key, r[key]) for key in ("rank", "host", "fabric", "placement") if key in r) for r in ordered],
         "hosts": hosts, "nnodes": len(hosts),
         "mpi_library": library.splitlines()[0].strip() if library else "",
         "mpi_vendor": vendor,
@@ -218,6 +241,7 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     fabric = fabric_settings(dict(os.environ))  # before this check sets its own verbose variables
+    where = placement_record(os.environ, os.sched_getaffinity(0))
     tap = None
     if not args.no_ompi_selection:
         pass_verbose = any(name in os.environ for name in VERBOSE_VARS)
@@ -236,7 +260,7 @@ def main(argv=None):
         right, left = ring_neighbours(rank, world_size)
         comm.Sendrecv(array.array("q", [rank]), dest=right, sendtag=7, recvbuf=received, source=left, recvtag=7)
         mine = {"rank": rank, "host": socket.gethostname(), "ring_received": received[0],
-                "allreduce": {"sum": total[0], "max": largest[0]}, "fabric": fabric,
+                "allreduce": {"sum": total[0], "max": largest[0]}, "fabric": fabric, "placement": where,
                 "selection": parse_ompi_selection(tap.text()) if tap else None}
         gathered = comm.gather(mine, root=0)
         code, report = 1, None
