@@ -6,6 +6,7 @@ import os
 
 import jinja2
 import pytest
+import yaml
 
 from ansible.plugins.filter.core import comment
 
@@ -21,7 +22,7 @@ PLACEMENT = "/etc/gpufleet/placement.json"
 
 
 def launcher(tmp_path, engine="/usr/bin/docker", memlock=-1, fabric_env=FABRIC_ENV, hostfile=HOSTFILE,
-             placement=PLACEMENT, max_cpus=0, max_memory_gib=0):
+             placement=PLACEMENT, max_cpus=0, max_memory_gib=0, mounts=None):
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE), trim_blocks=True,
                              undefined=jinja2.StrictUndefined)
     env.filters["comment"] = comment
@@ -29,7 +30,8 @@ def launcher(tmp_path, engine="/usr/bin/docker", memlock=-1, fabric_env=FABRIC_E
     text = env.get_template("gpufleet-run-image.j2").render(
         ansible_managed="Ansible managed", __image_security_launcher_image=PINNED,
         __image_security_launcher_engine=engine, image_security_launcher_memlock=memlock,
-        image_security_launcher_mounts=[{"src": "/usr/local/lib/gpufleet/validate", "dest": "/opt/gpufleet/validate"}],
+        image_security_launcher_mounts=mounts if mounts is not None else [
+            {"src": "/usr/local/lib/gpufleet/validate", "dest": "/opt/gpufleet/validate"}],
         image_security_launcher_path="/usr/local/bin/gpufleet-run-image",
         image_security_launcher_fabric_env=fabric_env, image_security_launcher_hostfile=hostfile,
         image_security_launcher_placement=placement, image_security_launcher_max_cpus=max_cpus,
@@ -62,6 +64,17 @@ def test_cpu_node_gets_host_namespaces_its_own_uid_and_the_pinned_digest(tmp_pat
     # Nothing a GPU-less node does not have, no caller variable outside the training prefixes, no privileges.
     for absent in ("--gpus", "/dev/infiniband", "IPC_LOCK", "SECRET_TOKEN", "--privileged", ".ssh", "-v /:"):
         assert absent not in joined
+
+
+def test_the_default_mounts_hand_on_nccls_topology_file_where_the_node_has_one(tmp_path):
+    """NCCL reads /var/run/nvidia-topologyd/virtualTopology.xml before it probes (cloud VMs whose hypervisor hides the
+    PCI tree ship it); the role's default mounts give a container that directory where the node has it."""
+    with open(os.path.join(ROOT, "roles", "image_security", "defaults", "main.yml")) as handle:
+        mounts = yaml.safe_load(handle)["image_security_launcher_mounts"]
+    mod = launcher(tmp_path, mounts=mounts)
+    joined = " ".join(mod.engine_args(["true"], environ={}, exists=only({"/run/nvidia-topologyd"})))
+    assert "-v /run/nvidia-topologyd:/var/run/nvidia-topologyd:ro" in joined
+    assert "nvidia-topologyd" not in " ".join(mod.engine_args(["true"], environ={}, exists=only(set())))
 
 
 def test_gpu_and_infiniband_node_gets_gpus_hcas_ipc_lock_and_the_fabric_settings(tmp_path):
