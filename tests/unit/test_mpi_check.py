@@ -11,6 +11,8 @@ import pytest
 from conftest import ROOT, fixture_parts
 
 SCRIPT = os.path.join(ROOT, "roles", "validate", "files", "gpufleet_mpi_check.py")
+# As when it runs as a script: the DDP check beside it is importable.
+sys.path.insert(0, os.path.dirname(SCRIPT))
 spec = importlib.util.spec_from_file_location("gpufleet_mpi_check", SCRIPT)
 mpi_check = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mpi_check)
@@ -160,6 +162,7 @@ def test_stderr_tap_keeps_verbose_lines_and_passes_the_rest(tmp_path):
     """The tap under a real fd 2, in a child process: Open MPI's lines kept, everything else passed on."""
     code = "\n".join([
         "import importlib.util, os, sys",
+        "sys.path.insert(0, %r)" % os.path.dirname(SCRIPT),
         "spec = importlib.util.spec_from_file_location('m', %r)" % SCRIPT,
         "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)",
         "tap = m.StderrTap(pass_verbose=False); tap.start()",

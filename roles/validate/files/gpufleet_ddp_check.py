@@ -183,10 +183,12 @@ def format_cpulist(cpus):
 
 
 def placement_record(environ, affinity, gpu_uuid=None):
-    """Where this rank runs: its local rank, the GPU it uses (UUID, None on CPU), the CPUs it may run on, and the
-    plan the rank binder (gpufleet-bind) gave it: GPUFLEET_BIND_SLOT, _CPUS and _NUMA, or _SKIP with its reason
-    (all None when no binder ran)."""
-    return {"local_rank": int(environ.get("LOCAL_RANK", "0")), "gpu_uuid": gpu_uuid,
+    """Where this rank runs: its local rank (torchrun's, else Open MPI's, else Slurm's; None when it is not a
+    number), the GPU it uses (UUID, None on CPU), the CPUs it may run on, and the plan the rank binder
+    (gpufleet-bind) gave it: GPUFLEET_BIND_SLOT, _CPUS and _NUMA, or _SKIP with its reason (all None when no binder
+    ran). The MPI check (gpufleet_mpi_check.py, beside this file) reports the same record."""
+    local = environ.get("LOCAL_RANK", environ.get("OMPI_COMM_WORLD_LOCAL_RANK", environ.get("SLURM_LOCALID", "0")))
+    return {"local_rank": int(local) if local.isdigit() else None, "gpu_uuid": gpu_uuid,
             "cpus": format_cpulist(affinity), "plan_slot": environ.get("GPUFLEET_BIND_SLOT"),
             "plan_cpus": environ.get("GPUFLEET_BIND_CPUS"), "plan_numa": environ.get("GPUFLEET_BIND_NUMA"),
             "plan_skip": environ.get("GPUFLEET_BIND_SKIP")}

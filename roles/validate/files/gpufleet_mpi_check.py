@@ -27,6 +27,10 @@ import sys
 import threading
 import traceback
 
+# The DDP check lies beside this file wherever validate puts the checks (the node's checks directory, mounted into
+# the image's containers): one placement record for both checks.
+from gpufleet_ddp_check import format_cpulist, placement_record  # noqa: F401 pylint: disable=unused-import
+
 RESULT_PREFIX = "GPUFLEET_MPI_RESULT "
 # Level 10 of these prints the selection messages below. Debug builds of Open MPI also print BTL_VERBOSE
 # lines then; those pass on, as they look the same as BTL errors.
@@ -52,28 +56,6 @@ def fabric_settings(environ, exists=os.path.exists):
     for name, path in sorted(SETTINGS_FILES.items()):
         seen[name] = bool(exists(path))
     return seen
-
-
-def format_cpulist(cpus):
-    """A set of CPU numbers as the kernel writes it (0-3,8-11)."""
-    ranges = []
-    for cpu in sorted(set(cpus)):
-        if ranges and cpu == ranges[-1][1] + 1:
-            ranges[-1][1] = cpu
-        else:
-            ranges.append([cpu, cpu])
-    return ",".join("%d" % a if a == b else "%d-%d" % (a, b) for a, b in ranges)
-
-
-def placement_record(environ, affinity):
-    """Where this rank runs: its local rank on the node (Open MPI's, else Slurm's), the CPUs it may run on, and the
-    plan the rank binder (gpufleet-bind) gave it: GPUFLEET_BIND_SLOT, _CPUS and _NUMA, or _SKIP with its reason
-    (all None when no binder ran). The same record as the DDP check's, without a GPU (this check uses none)."""
-    local = environ.get("OMPI_COMM_WORLD_LOCAL_RANK", environ.get("SLURM_LOCALID", "0"))
-    return {"local_rank": int(local) if local.isdigit() else None, "gpu_uuid": None,
-            "cpus": format_cpulist(affinity), "plan_slot": environ.get("GPUFLEET_BIND_SLOT"),
-            "plan_cpus": environ.get("GPUFLEET_BIND_CPUS"), "plan_numa": environ.get("GPUFLEET_BIND_NUMA"),
-            "plan_skip": environ.get("GPUFLEET_BIND_SKIP")}
 
 
 def parse_ompi_selection(text):
