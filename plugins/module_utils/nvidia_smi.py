@@ -12,9 +12,10 @@
 It also takes the text the way operators paste it into tickets: tabs or re-spaced columns, a common
 indentation, ANSI underline escapes, a prompt line or a markdown fence around it.
 
-``parse_nvlink_status`` reads ``nvidia-smi nvlink -s``: ``Link N: 25.781 GB/s`` (NVLink 2) to ``53.125 GB/s``
-(NVLink 5), ``Link N: <inactive>``, and the single ``NVML: Unable to retrieve NVLink information as all links are
-inActive`` line newer drivers print for a GPU whose links are all down.
+``parse_nvlink_status`` reads ``nvidia-smi nvlink -s``: GPU lines with the ``(UUID: ...)`` part or with the name
+alone (the DGX-1 V100 output of the fixtures), ``Link N: 25.781 GB/s`` (NVLink 2) to ``53.125 GB/s`` (NVLink 5),
+whole numbers such as ``25 GB/s`` included, ``Link N: <inactive>``, and the single ``NVML: Unable to retrieve NVLink
+information as all links are inActive`` line newer drivers print for a GPU whose links are all down.
 
 ``parse_fabric`` reads the per-GPU ``Fabric`` section of ``nvidia-smi -q`` (R550: State, Status, CliqueId,
 ClusterUUID, Health/Bandwidth; R570+: Health/Summary, Route Recovery ..., absent before), and ``fabric_verdict``
@@ -189,19 +190,21 @@ def parse_query_gpu(csv_text):
     return gpus
 
 
-NVLINK_GPU_LINE = re.compile(r"^\s*GPU\s+(\d+):\s*(.*?)\s*\(UUID:\s*([^)]*)\)\s*$")
+# The name never spans a "(UUID:" part: a GPU line with text after its UUID is not one of nvlink -s.
+NVLINK_GPU_LINE = re.compile(r"^\s*GPU\s+(\d+):\s*(\S(?:(?!\(UUID:).)*?)(?:\s*\(UUID:\s*([^)]*)\))?\s*$")
 NVLINK_LINK_LINE = re.compile(r"^\s*Link\s+(\d+):\s*(.*?)\s*$")
 NVLINK_SPEED = re.compile(r"^([0-9.]+)\s*GB/s$")
 NVLINK_ALL_INACTIVE = re.compile(r"all links are inactive", re.IGNORECASE)
 
 
 def parse_nvlink_status(text):
-    """Parse ``nvidia-smi nvlink -s``.
+    """Parse ``nvidia-smi nvlink -s`` (or ``--status``, with or without ``-i``).
 
-    Returns a list of dicts, one per GPU printed: index, name, uuid, links_active, links_inactive and
-    link_speeds_gbps ({link number as string: GB/s, or None when the link is inactive}), and
-    all_links_inactive (NVML printed "all links are inActive" for the GPU instead of its links). Other lines
-    (an elided ``....``/``...``, a prompt) are skipped.
+    Returns a list of dicts, one per GPU printed: index, name, uuid (None where the GPU line carries the name
+    alone, without a ``(UUID: ...)`` part), links_active, links_inactive and link_speeds_gbps ({link number as string:
+    GB/s, or None when the link is inactive}), and all_links_inactive (NVML printed "all links are inActive" for
+    the GPU instead of its links). Other lines (an elided ``....``/``...``/``[snip]``, a prompt or the command,
+    blank lines, and the ``Link N, <capability>: true`` lines of ``nvlink -c``) are skipped.
     """
     gpus = []
     current = None
@@ -211,7 +214,7 @@ def parse_nvlink_status(text):
             current = {
                 "index": int(gpu.group(1)),
                 "name": gpu.group(2),
-                "uuid": gpu.group(3).strip(),
+                "uuid": gpu.group(3).strip() if gpu.group(3) is not None else None,
                 "links_active": 0,
                 "links_inactive": 0,
                 "link_speeds_gbps": {},

@@ -219,6 +219,14 @@ NVLINK_CASES = {
                                        (1, "NVIDIA GB200", 2, 0, 53.125, False)],
     "nvlink-s-b200-gpu-all-links-inactive.txt": [(2, "NVIDIA B200", 0, 0, None, True)],
     "nvlink-s-h200-1gpu-vm-r580.txt": [],
+    # GPU lines without a UUID part; the author cut GPU 1-6 ("[snip]").
+    "nvlink-s-dgx1-v100-no-uuid.txt": [(0, "Tesla V100-SXM2-32GB", 6, 0, 25.781, False),
+                                       (7, "Tesla V100-SXM2-32GB", 6, 0, 25.781, False)],
+    # Whole "25 GB/s"; the reporter elided the rest after GPU 2's first link.
+    "nvlink-s-a100-sxm4-12links-25g-whole.txt": [(0, "NVIDIA A100-SXM4-80GB", 12, 0, 25.0, False),
+                                                 (1, "NVIDIA A100-SXM4-80GB", 12, 0, 25.0, False),
+                                                 (2, "NVIDIA A100-SXM4-80GB", 1, 0, 25.0, False)],
+    "nvlink-s-rtx2080ti-i2-2links.txt": [(2, "GeForce RTX 2080 Ti", 2, 0, 25.781, False)],
 }
 
 
@@ -244,3 +252,28 @@ def test_nvlink_prompt_line_is_not_a_gpu():
     assert [gpu["uuid"] for gpu in status] == ["GPU-4039dfe4-0c97-4b1e-683e-eb7d42699053",
                                                "GPU-dd3b269a-8f3a-d2d5-1518-2713ba03fcf7"]
     assert sorted(status[0]["link_speeds_gbps"], key=int) == [str(link) for link in range(18)]
+
+
+def test_nvlink_status_gpu_lines_without_uuid():
+    status = nvidia_smi.parse_nvlink_status(load("nvlink-s-dgx1-v100-no-uuid.txt"))
+    assert [(gpu["index"], gpu["name"], gpu["uuid"]) for gpu in status] == [
+        (0, "Tesla V100-SXM2-32GB", None), (7, "Tesla V100-SXM2-32GB", None)]
+    assert status[1]["link_speeds_gbps"] == dict((str(link), 25.781) for link in range(6))
+
+
+def test_nvlink_status_uuid_kept_next_to_the_no_uuid_layout():
+    a100 = nvidia_smi.parse_nvlink_status(load("nvlink-s-a100-sxm4-12links-25g-whole.txt"))
+    assert [gpu["uuid"] for gpu in a100] == ["GPU-ff8a40d4-abc6-08d1-f939-15848b5d4e05",
+                                             "GPU-0c512562-871f-8257-6187-b5ae1b986d5e",
+                                             "GPU-f4fb3d24-8773-b6b6-ae47-af7b37f5137d"]
+    assert a100[0]["link_speeds_gbps"]["11"] == 25.0
+    rtx = nvidia_smi.parse_nvlink_status(load("nvlink-s-rtx2080ti-i2-2links.txt"))
+    assert rtx[0]["uuid"] == "GPU-6c41afdf-d8aa-ed9b-24a2-fa90c471fda0"
+    assert rtx[0]["link_speeds_gbps"] == {"0": 25.781, "1": 25.781}
+
+
+def test_nvlink_capabilities_lines_are_not_link_states():
+    # nvidia-smi nvlink --capabilities: "Link N, P2P is supported: true" says nothing of a link being up.
+    status = nvidia_smi.parse_nvlink_status(load("nvlink-c-dgx1-v100-capabilities.txt"))
+    assert [(gpu["index"], gpu["uuid"], gpu["links_active"], gpu["links_inactive"], gpu["link_speeds_gbps"])
+            for gpu in status] == [(0, None, 0, 0, {})]
