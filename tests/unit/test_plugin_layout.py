@@ -57,8 +57,18 @@ def imported_by_modules():
     return seen
 
 
+# module_utils written ahead of the module that will run them on the node: name, and the module it waits for. An
+# entry has to go once a module imports the file (the test below fails while it is still listed).
+AWAITING_MODULE = {
+    "pcie_health": "the platform sanity check from facts, which runs lspci -vvv and reads the sysfs PCIe links "
+                   "on the node",
+}
+
+
 def test_every_module_utils_file_is_imported_by_a_module():
-    assert sorted(set(names("module_utils")) - imported_by_modules()) == []
+    imported = imported_by_modules()
+    assert sorted(set(names("module_utils")) - imported) == sorted(AWAITING_MODULE)
+    assert sorted(set(AWAITING_MODULE) & imported) == [], "imported by a module now: drop it from AWAITING_MODULE"
 
 
 def test_module_side_code_never_imports_plugin_utils():
