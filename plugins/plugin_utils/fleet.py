@@ -222,9 +222,11 @@ def pair_runs(loop_result, *, backend="gloo", min_busbw_gbps=0.0, active_rdma_po
               nccl_env=None):
     """One row per pair run of this node ({peer, round, status, busbw_gbps, reason}), from the registered result of
     the task that looped over pair_plan (each result's ``item`` is a plan entry); each run is judged as the DDP
-    check across nodes is (ddp_verdict)."""
+    check across nodes is (ddp_verdict). Skipped items are left out."""
     rows = []
     for result in (loop_result or {}).get("results") or []:
+        if result.get("skipped"):
+            continue  # a pair that did not run (the step off, or fewer than three nodes): no figure, no verdict
         item = result.get("item") or {}
         verdict = ddp_verdict(result, backend=backend, scope="fleet", expect_nnodes=2,
                               min_busbw_gbps=min_busbw_gbps, active_rdma_ports=active_rdma_ports,

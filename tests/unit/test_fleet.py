@@ -60,6 +60,8 @@ def test_pair_runs_reads_each_loop_result_as_a_two_node_ddp_run():
         ("node2", 1, "passed", 1.5), ("node3", 3, "failed", 0.5)]
     assert "below the required 1.00 GB/s" in rows[1]["reason"]
     assert fleet.pair_runs({"skipped": True}) == []
+    # The loop's items skipped by its condition (two nodes, the step off) are no runs, not failed ones.
+    assert fleet.pair_runs({"results": [{"skipped": True, "item": {"peer": "node2", "round": 1}}]}) == []
 
 
 SLOW_NODE3 = figures({"node1": 2.0, "node2": 2.1, "node3": 1.9, "node4": 2.0},
