@@ -209,6 +209,7 @@ def read_infiniband(root="/"):
             "pci_address": pci,
             "numa_node": _numa_node(os.path.join(device_dir, "numa_node")),
             "netdevs": netdevs,
+            "fw_ver": read_text(os.path.join(hca_dir, "fw_ver")),
             "ports": ports,
         })
     return hcas

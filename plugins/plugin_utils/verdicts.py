@@ -144,7 +144,7 @@ LINK_LAYERS = ("InfiniBand", "Ethernet")
 
 
 def fabric_ports(hcas):
-    """One row per port of the HCAs rdma_facts read: name, hca, port, pci_address, state, phys_state, rate,
+    """One row per port of the HCAs rdma_facts read: name, hca, port, pci_address, firmware, state, phys_state, rate,
     rate_gbps, link_layer, gid_index (the RoCE v2 IPv4 GID index, RoCE ports only, else None) and netdev (the
     port's GID netdev, else the HCA's netdevs)."""
     rows = []
@@ -156,6 +156,7 @@ def fabric_ports(hcas):
                 "hca": hca.get("name"),
                 "port": port.get("port"),
                 "pci_address": hca.get("pci_address"),
+                "firmware": hca.get("fw_ver"),
                 "state": port.get("state"),
                 "phys_state": port.get("phys_state"),
                 "rate": port.get("rate"),

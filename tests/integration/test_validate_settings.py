@@ -90,3 +90,21 @@ def test_validate_alone_reads_the_shared_settings_and_check_mode_writes_no_repor
     # Check mode: the fleet report is printed, no report file is written.
     assert "# gpufleet validation" in proc.stdout
     assert not (tmp_path / "reports").exists()
+
+
+def test_validate_refuses_more_nodes_than_forks_before_any_check(tmp_path):
+    # DDP across the nodes and the pair runs need every node at once: two nodes with --forks 1 would leave the first
+    # waiting for the second until its run timed out. The role refuses before its first check.
+    play = tmp_path / "play.yml"
+    play.write_text(PLAY.replace("hosts: localhost", "hosts: all"))
+    extra = {"resolved_file": str(tmp_path / "resolved.json"), "validate_report_root": str(tmp_path / "reports"),
+             "ansible_python_interpreter": sys.executable, "ansible_connection": "local"}
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CONFIG=os.path.join(str(tmp_path), "none.cfg"))
+    proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", "node-a,node-b,", "--forks", "1", "--check", "-e", json.dumps(extra),
+                           str(play)], cwd=str(tmp_path), env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode != 0
+    assert "validate runs DDP across the 2 nodes of the play at once, but Ansible runs 1 at a time" in proc.stdout
+    assert "run with --forks 2 or more" in proc.stdout
+    assert "Check the GPU topology" not in proc.stdout

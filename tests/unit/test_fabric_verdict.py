@@ -93,7 +93,8 @@ def test_ndr_node_meeting_the_profile_passes_with_what_it_found(gpudirect):
         "min_active_ports=1, min_rate_gbps=400.0); found 1 port(s) on 1 HCA(s): ACTIVE; 400 Gb/s; InfiniBand; "
         "GPUDirect RDMA dmabuf (usable): DMA-BUF: kernel 6.12.48+deb13-amd64")
     assert got["detail"]["ports"] == [{
-        "name": "mlx5_0:1", "hca": "mlx5_0", "port": 1, "pci_address": "0000:1a:00.0", "state": "ACTIVE",
+        "name": "mlx5_0:1", "hca": "mlx5_0", "port": 1, "pci_address": "0000:1a:00.0", "firmware": "28.39.2048",
+        "state": "ACTIVE",
         "phys_state": "LinkUp", "rate": "400 Gb/sec (4X NDR)", "rate_gbps": 400.0, "link_layer": "InfiniBand",
         "gid_index": None, "netdev": "ibp26s0"}]
     assert got["detail"]["gpudirect"]["method"] == "dmabuf" and got["detail"]["gpudirect"]["usable"] is True
