@@ -61,7 +61,8 @@ for dev in /sys/bus/pci/devices/*; do
     [ "$(cat "$dev/vendor" 2>/dev/null)" = 0x10de ] || continue
     d=$sys/sys/bus/pci/devices/$(basename "$dev")
     mkdir -p "$d"
-    for attr in vendor device class numa_node local_cpulist current_link_speed current_link_width; do
+    for attr in vendor device class numa_node local_cpulist current_link_speed current_link_width max_link_speed \
+        max_link_width; do
         [ -r "$dev/$attr" ] && cat "$dev/$attr" >"$d/$attr" 2>/dev/null
     done
     [ -L "$dev/driver" ] && basename "$(readlink "$dev/driver")" >"$d/driver.name"

@@ -4,10 +4,12 @@
 """Filters that turn the validate role's registered check results into step verdicts; the logic lives in
 plugin_utils/verdicts.py.
 
-gpufleet.cluster.topology_verdict, fabric_verdict, image_verdict, dcgm_diag_verdict, sshd_audit_verdict and
-exporters_verdict. Each returns {"status": "passed"|"failed"|"skipped", "reason": ..., "detail": {...}}:
+gpufleet.cluster.topology_verdict, pcie_verdict, fabric_verdict, image_verdict, dcgm_diag_verdict,
+sshd_audit_verdict and exporters_verdict. Each returns
+{"status": "passed"|"failed"|"skipped", "reason": ..., "detail": {...}}:
 
     validate_topology | gpufleet.cluster.topology_verdict
+    gpufleet_node | gpufleet.cluster.pcie_verdict(enabled=validate_pcie_check)
     validate_fabric | gpufleet.cluster.fabric_verdict(validate_gpudirect, validate_fabric_expect)
     validate_signed | gpufleet.cluster.image_verdict(image=..., key_configured=..., record=...)
     validate_dcgm_diag | gpufleet.cluster.dcgm_diag_verdict(enabled=..., gpu_count=..., dcgmi_installed=...)
@@ -29,6 +31,7 @@ class FilterModule(object):
     def filters(self):
         return {
             "topology_verdict": vd.topology_verdict,
+            "pcie_verdict": vd.pcie_verdict,
             "fabric_verdict": vd.fabric_verdict,
             "image_verdict": vd.image_verdict,
             "dcgm_diag_verdict": vd.dcgm_diag_verdict,

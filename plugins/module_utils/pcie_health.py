@@ -107,7 +107,7 @@ def _parse_acs(value):
 def _new_device(header):
     domain = (header.group("domain") or "0000").lower()
     address = "%s:%s:%s.%s" % (domain.zfill(4), header.group("bus").lower(), header.group("slot").lower(),
-                                header.group("function"))
+                               header.group("function"))
     class_name = header.group("class").strip()
     description = header.group("description").strip()
     ids = VENDOR_DEVICE_IDS.findall(description)

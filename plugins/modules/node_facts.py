@@ -16,6 +16,10 @@ description:
   - Reads C(/etc/os-release), NVIDIA PCI devices (vendor C(0x10de)) from C(/sys/bus/pci/devices),
     InfiniBand/RoCE HCAs from C(/sys/class/infiniband), the Secure Boot state and whether the host is a
     container, and returns them as the C(gpufleet_node) fact.
+  - The fact's C(pcie) lists the PCIe link of every NVIDIA GPU and Mellanox/NVIDIA NIC (vendor C(0x15b3), Ethernet
+    or InfiniBand class) as the kernel reports it in C(/sys/bus/pci/devices/<address>), that is the speed and width
+    it trained to (C(current_link_speed), C(current_link_width)) and the ones it can do (C(max_link_speed),
+    C(max_link_width)). Virtual functions are left out, as their physical function carries the link.
   - With O(packages) it also reads the installed packages in the same call and returns them as RV(packages), in
     the shape M(ansible.builtin.package_facts) gives, but never as a fact (so a fact cache never keeps them for a
     later run).
@@ -93,6 +97,10 @@ ansible_facts:
         hcas: [{name: mlx5_0, pci_address: "0000:1a:00.0", numa_node: 0, netdevs: [ibp26s0],
                 ports: [{port: 1, state: ACTIVE, rate_gbps: 400.0, link_layer: InfiniBand}]}]
         hca_count: 8
+        pcie: [{address: "0000:19:00.0", kind: GPU, class: 3D controller, class_id: "0302", vendor_id: "10de",
+                device_id: "2330", driver: nvidia, description: null, revision: null, acs_cap: null, acs_ctl: null,
+                link_cap: {speed_gts: 32.0, width: 16, speed_marker: null, width_marker: null},
+                link_status: {speed_gts: 2.5, width: 16, speed_marker: null, width_marker: null}}]
         secure_boot: disabled
         container: false
         virtualization: metal
@@ -169,7 +177,7 @@ import stat
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils import installed_packages, sysfs
+from ansible_collections.gpufleet.cluster.plugins.module_utils import installed_packages, pcie_health, sysfs
 from ansible_collections.gpufleet.cluster.plugins.module_utils.ssh_session import ssh_session
 
 
@@ -204,6 +212,7 @@ def gather(root, os_release_path, mokutil_output=None, uname=None):
         "imex": fabric["imex"],
         "hcas": hcas,
         "hca_count": len(hcas),
+        "pcie": pcie_links(root),
         "secure_boot": secure_boot,
         "container": container is not None,
         "virtualization": container or "metal",
@@ -211,6 +220,32 @@ def gather(root, os_release_path, mokutil_output=None, uname=None):
         "machine": uname.machine,
         "kernel": uname.release,
     }
+
+
+# Vendors whose devices pcie_links() looks at (NVIDIA GPUs, Mellanox/NVIDIA NICs), as sysfs prints them.
+PCIE_VENDORS = ("0x" + pcie_health.NVIDIA_VENDOR_ID, "0x" + pcie_health.MELLANOX_VENDOR_ID)
+
+
+def pcie_links(root):
+    """pcie_health.sysfs_link() of every NVIDIA GPU and Mellanox/NVIDIA NIC under <root>/sys/bus/pci/devices (the
+    classes pcie_health.link_problems() looks at), sorted by address, each with its ``kind`` (GPU or NIC).
+
+    A virtual function (one with a ``physfn`` link) is left out: its link registers are reserved, its physical
+    function carries the link.
+    """
+    base = sysfs._path(root, "sys/bus/pci/devices")
+    links = []
+    for address in sysfs._sorted_entries(base):
+        device_dir = os.path.join(base, address)
+        vendor = (sysfs.read_text(os.path.join(device_dir, "vendor")) or "").lower()
+        if vendor not in PCIE_VENDORS or os.path.lexists(os.path.join(device_dir, "physfn")):
+            continue
+        device = pcie_health.sysfs_link(device_dir)
+        device["kind"] = next((kind for vendor_id, class_id, kind in pcie_health.DEFAULT_CLASSES
+                               if (device["vendor_id"], device["class_id"]) == (vendor_id, class_id)), None)
+        if device["kind"]:
+            links.append(device)
+    return links
 
 
 def read_packages(module, root):

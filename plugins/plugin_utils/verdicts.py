@@ -7,6 +7,8 @@ Each ``<step>_verdict`` function takes the results the role's tasks register, as
 command's ``rc``/``stdout``/``stderr``/``stdout_lines``, ``skipped``, a module's ``msg``, uri's ``status`` and
 ``content``, ...), and returns ``{"status": "passed"|"failed"|"skipped", "reason": str, "detail": dict}``, the
 shape ``roles/validate/tasks/record.yml`` appends to the node's report.
+``pcie_verdict`` takes the ``gpufleet_node`` fact instead: preflight's node_facts read the PCIe links already, so
+that step runs nothing on the node.
 
 Two rules hold for every step:
 
@@ -25,6 +27,8 @@ __metaclass__ = type
 import base64
 import json
 import re
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.pcie_health import link_problems
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
 
@@ -132,6 +136,62 @@ def topology_verdict(topology):
         reason = topo.get("reason") or ""
         return verdict(SKIPPED, "no NVIDIA GPU" + (": " + reason if reason else ""), detail)
     return verdict(PASSED, topo.get("summary") or "", detail)
+
+
+def _link_text(link):
+    """{"speed_gts": 32.0, "width": 16, ...} -> "32GT/s x16"; None -> "not read"."""
+    if not link:
+        return "not read"
+    speed, width = link.get("speed_gts"), link.get("width")
+    return "%s x%s" % (("%gGT/s" % speed) if speed is not None else "unknown speed",
+                       width if width is not None else "?")
+
+
+def _counted(devices, kind):
+    count = len([device for device in devices if device.get("kind") == kind])
+    return "%d %s%s" % (count, kind, "" if count == 1 else "s") if count else ""
+
+
+def pcie_verdict(node, enabled=True):
+    """Verdict of the ``pcie`` step from the ``gpufleet_node`` fact, whose ``pcie`` entry node_facts reads from
+    sysfs: pcie_health.sysfs_link() of every NVIDIA GPU and Mellanox/NVIDIA NIC, with its ``kind``.
+
+    failed: pcie_health.link_problems() finds problems (a link narrower than the device can do, a NIC slower),
+    each naming the device's address, the current and the capable value; skipped: check off, a fact without
+    ``pcie`` (read by an older node_facts), no NVIDIA GPU or Mellanox NIC, or no link that could be read (a
+    container or a VM whose sysfs has no link files); passed: otherwise, with link_problems()' notes (an idle
+    GPU's lower speed is power saving, a device whose link could not be read) in the reason.
+    ``detail``: devices (address, kind, driver, current and capable link), problems and notes.
+    """
+    node = node or {}
+    if not enabled:
+        return verdict(SKIPPED, "check off")
+    if "pcie" not in node:
+        return verdict(SKIPPED, "gpufleet_node has no PCIe links (read by an older node_facts): run preflight again")
+    devices = node.get("pcie") or []
+    found = link_problems(devices)
+    detail = {
+        "devices": [{"address": device.get("address"), "kind": device.get("kind"), "driver": device.get("driver"),
+                     "current": _link_text(device.get("link_status")), "capable": _link_text(device.get("link_cap"))}
+                    for device in devices],
+        "problems": found["problems"],
+        "notes": found["notes"],
+    }
+    if not devices:
+        container = " in this %s container" % node.get("virtualization") if node.get("container") else ""
+        return verdict(SKIPPED, "no NVIDIA GPU or Mellanox NIC under /sys/bus/pci/devices" + container, detail)
+    if found["problems"]:
+        return verdict(FAILED, "; ".join(problem["message"] for problem in found["problems"]), detail)
+    unread = [note for note in found["notes"] if note["what"] == "link"]
+    notes = "; ".join(note["message"] for note in found["notes"])
+    if len(unread) == len(devices):
+        where = " (a %s container)" % node.get("virtualization") if node.get("container") else ""
+        return verdict(SKIPPED, "PCIe links could not be read%s: %s" % (where, notes), detail)
+    read = [device for device in devices if device.get("address") not in set(note["address"] for note in unread)]
+    what = " and ".join(text for text in (_counted(read, "GPU"), _counted(read, "NIC")) if text)
+    speeds = [note for note in found["notes"] if note["what"] == "speed"]
+    reason = "PCIe links of %s at their capable width%s" % (what, "" if speeds else " and speed")
+    return verdict(PASSED, reason + ("; " + notes if notes else ""), detail)
 
 
 # What the inventory's fabric profile (validate_fabric_expect) may hold; exclude_hcas is applied by rdma_facts.

@@ -5,6 +5,7 @@ layout is the kernel's (Documentation/ABI/testing/sysfs-bus-pci): one directory 
 `vendor`, `device`, `class`, `numa_node`, and a `driver` symlink.
 """
 import os
+import shutil
 
 import pytest
 
@@ -214,3 +215,102 @@ def test_module_returns_the_facts_and_no_packages_unless_asked(tmp_path, monkeyp
     result = run_main(node_facts.main, dict(root=str(tmp_path), use_mokutil=False))
     assert result["ansible_facts"]["gpufleet_node"]["os"]["id"] == "debian"
     assert "packages" not in result and "python_executable" not in result
+
+
+# ---- the PCIe links of the GPUs and NICs (gpufleet_node.pcie) --------------------------------------------------
+
+SYSFS_FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "sysfs")
+
+
+def sysfs_link_text(speed, width):
+    """current_/max_link_speed and _width as the kernel prints them (pci_speed_string(): "16.0 GT/s PCIe")."""
+    return {"speed": "%.1f GT/s PCIe" % speed, "width": "%d" % width}
+
+
+# The links of the ASUS ESC8000A-E12 as its report's `lspci -vvv` printed them (tests/fixtures/lspci/
+# asus-esc8000a-e12-rtx6000ada-cx7-idle.txt, the machine of tests/fixtures/sysfs/asus_esc8000a_e12/): each idle
+# RTX 6000 Ada at LnkSta 2.5GT/s x16 of LnkCap 16GT/s x16, each ConnectX-7 at 32GT/s x16 of 32GT/s x16. lspci was run
+# on function 0 of each ConnectX-7; function 1 is the same device on the same link, so it gets the same values.
+E12_LINKS = dict(
+    [(address, {"current": sysfs_link_text(2.5, 16), "max": sysfs_link_text(16.0, 16)})
+     for address in ("0000:01:00.0", "0000:41:00.0", "0000:c1:00.0", "0000:e1:00.0")]
+    + [(address, {"current": sysfs_link_text(32.0, 16), "max": sysfs_link_text(32.0, 16)})
+       for address in ("0000:21:00.0", "0000:21:00.1", "0000:81:00.0", "0000:81:00.1")])
+
+# The link of nokyan/resources#512's card at 0000:01:00.0 as sysfs printed it (tests/unit/test_pcie_health.py,
+# NOKYAN_512): trained at 16.0 GT/s x8 in a slot that gives it 32.0 GT/s x16.
+NOKYAN_512_SLOT = {"current": {"speed": "16.0 GT/s PCIe", "width": "8"},
+                   "max": {"speed": "32.0 GT/s PCIe", "width": "16"}}
+
+
+def e12_with_links(tmp_path, links=None):
+    """A copy of tests/fixtures/sysfs/asus_esc8000a_e12 with the link files of E12_LINKS (and ``links``, by
+    address, over them) in each device's directory; the root of the copy."""
+    root = str(tmp_path / "e12")
+    shutil.copytree(os.path.join(SYSFS_FIXTURES, "asus_esc8000a_e12"), root, symlinks=True)
+    for address, link in dict(E12_LINKS, **(links or {})).items():
+        for side in ("current", "max"):
+            for what in ("speed", "width"):
+                write(os.path.join(root, "sys/bus/pci/devices", address, "%s_link_%s" % (side, what)),
+                      link[side][what] + "\n")
+    return root
+
+
+def link(speed, width):
+    return {"speed_gts": speed, "width": width, "speed_marker": None, "width_marker": None}
+
+
+def test_pcie_links_of_the_recorded_h200():
+    """The captured H200's GPU: its current link, no max_link_* files (the capture copied none)."""
+    facts = node_facts.gather(os.path.join(SYSFS_FIXTURES, "h200_vm"), os.path.join(SYSFS_FIXTURES, "none"))
+    assert facts["pcie"] == [{
+        "address": "0000:00:06.0", "kind": "GPU", "class": "3D controller", "class_id": "0302",
+        "description": None, "vendor_id": "10de", "device_id": "2335", "revision": None,
+        "link_cap": None, "link_status": link(32.0, 16), "acs_cap": None, "acs_ctl": None, "driver": "nvidia"}]
+
+
+KVM_GUEST_HCAS = ("0000:26:00.0", "0000:46:00.0", "0000:6c:00.0", "0000:86:00.0")
+
+
+@pytest.mark.parametrize("tree, expected", [
+    # 4 RTX 6000 Ada (VGA, 0x030000) and the two functions of each ConnectX-7 in Ethernet mode (0x020000).
+    ("asus_esc8000a_e12", [("0000:01:00.0", "GPU", "0300", "26b1"), ("0000:21:00.0", "NIC", "0200", "1021"),
+                           ("0000:21:00.1", "NIC", "0200", "1021"), ("0000:41:00.0", "GPU", "0300", "26b1"),
+                           ("0000:81:00.0", "NIC", "0200", "1021"), ("0000:81:00.1", "NIC", "0200", "1021"),
+                           ("0000:c1:00.0", "GPU", "0300", "26b1"), ("0000:e1:00.0", "GPU", "0300", "26b1")]),
+    # 8 H200 (3D, 0x030200) and 4 ConnectX-7 InfiniBand HCAs (0x020700), through the links into sys/devices.
+    ("h200_kvm_guest", [(address, "NIC", "0207", "1021") if address in KVM_GUEST_HCAS
+                        else (address, "GPU", "0302", "2335")
+                        for address in ("0000:23:00.0", "0000:26:00.0", "0000:27:00.0", "0000:43:00.0",
+                                        "0000:46:00.0", "0000:47:00.0", "0000:69:00.0", "0000:6c:00.0",
+                                        "0000:6d:00.0", "0000:83:00.0", "0000:86:00.0", "0000:87:00.0")]),
+    # Only the RDMA class tree: no sys/bus/pci/devices, no entry.
+    ("ib_ndr_active", []),
+])
+def test_pcie_links_of_the_recorded_trees(tree, expected):
+    """Trees recorded without link files: every GPU and NIC is listed, its link not read."""
+    pcie = node_facts.gather(os.path.join(SYSFS_FIXTURES, tree), os.path.join(SYSFS_FIXTURES, "none"))["pcie"]
+    assert [(d["address"], d["kind"], d["class_id"], d["device_id"]) for d in pcie] == expected
+    assert all(d["link_cap"] is None and d["link_status"] is None for d in pcie)
+
+
+def test_pcie_links_read_the_link_files(tmp_path):
+    root = e12_with_links(tmp_path, {"0000:21:00.0": NOKYAN_512_SLOT})
+    pcie = dict((d["address"], d) for d in node_facts.gather(root, os.path.join(root, "none"))["pcie"])
+    assert (pcie["0000:01:00.0"]["link_status"], pcie["0000:01:00.0"]["link_cap"]) == (link(2.5, 16), link(16.0, 16))
+    assert (pcie["0000:81:00.1"]["link_status"], pcie["0000:81:00.1"]["link_cap"]) == (link(32.0, 16), link(32.0, 16))
+    assert (pcie["0000:21:00.0"]["link_status"], pcie["0000:21:00.0"]["link_cap"]) == (link(16.0, 8), link(32.0, 16))
+
+
+def test_pcie_links_leave_out_other_devices_and_virtual_functions(hgx_h100):
+    """The HGX H100 board: 8 GPUs and the ConnectX-7 are listed; the NVSwitches (NVIDIA bridges), the ASPEED VGA and
+    a virtual function of the ConnectX-7 (15b3:101e, the kernel's ConnectX VF id, with ``physfn`` pointing at its
+    physical function) are not."""
+    pci(hgx_h100, "0000:1a:00.2", "0x15b3", "0x101e", "0x020700", driver="mlx5_core")
+    vf_dir = os.path.join(hgx_h100, "sys/bus/pci/devices/0000:1a:00.2")
+    os.symlink("../0000:1a:00.0", os.path.join(vf_dir, "physfn"))
+    pcie = node_facts.gather(hgx_h100, os.path.join(hgx_h100, "etc/os-release"))["pcie"]
+    assert [(d["address"], d["kind"], d["driver"]) for d in pcie] == [
+        ("0000:18:00.0", "GPU", "nvidia"), ("0000:1a:00.0", "NIC", "mlx5_core")] + [
+        (address, "GPU", "nvidia") for address in ("0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0", "0000:9a:00.0",
+                                                   "0000:ab:00.0", "0000:ba:00.0", "0000:db:00.0")]

@@ -158,7 +158,7 @@ def test_milan_bridges_with_acs_redirect():
     problems = pcie_health.acs_problems(list(found.values()))
     assert [(problem["address"], problem["name"], problem["redirect"]) for problem in problems] == [
         (address, MILAN_GPP, ["ReqRedir", "CmpltRedir"]) for address in ("0000:40:01.1", "0000:40:01.2",
-                                                                          "0000:40:01.3")]
+                                                                         "0000:40:01.3")]
     assert problems[0]["message"] == (
         "PCI bridge 0000:40:01.1 (%s): ACS ReqRedir+ CmpltRedir+ on - peer-to-peer traffic below it goes through "
         "the root complex" % MILAN_GPP)

@@ -59,10 +59,7 @@ def imported_by_modules():
 
 # module_utils written ahead of the module that will run them on the node: name, and the module it waits for. An
 # entry has to go once a module imports the file (the test below fails while it is still listed).
-AWAITING_MODULE = {
-    "pcie_health": "the platform sanity check from facts, which runs lspci -vvv and reads the sysfs PCIe links "
-                   "on the node",
-}
+AWAITING_MODULE = {}
 
 
 def test_every_module_utils_file_is_imported_by_a_module():

@@ -5,7 +5,7 @@ Every input is shaped like the result the role's task registers: a command's rc/
 ``failed_when: false``), a skipped task's ``skipped``/``skip_reason``/``false_condition``, uri's
 status/content/msg, systemd_service's ``status`` dict, and the gpufleet modules' own returns, built from the
 recorded fixtures where the repository has them (tests/fixtures/nvidia-smi, tests/fixtures/sysfs,
-tests/fixtures/cosign).
+tests/fixtures/cosign, tests/fixtures/lspci).
 
 dcgmi diag tables follow the layout dcgmi prints (dcgmi/Diag.cpp in NVIDIA/DCGM): a 25-character name
 column and a 46-character result column; DCGM 3 prints per-GPU results as ``Fail - GPU: 0`` rows with an
@@ -20,11 +20,13 @@ import yaml
 
 from ansible_collections.gpufleet.cluster.plugins.filter import verdicts as filters
 from ansible_collections.gpufleet.cluster.plugins.module_utils import cosign as cs
+from ansible_collections.gpufleet.cluster.plugins.module_utils import pcie_health
 from ansible_collections.gpufleet.cluster.plugins.module_utils import topology_policy
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils import verdicts as vd
-from ansible_collections.gpufleet.cluster.plugins.modules import rdma_facts
+from ansible_collections.gpufleet.cluster.plugins.modules import node_facts, rdma_facts
 
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, fixture_parts
+from test_node_facts import NOKYAN_512_SLOT, e12_with_links
 from test_nvidia_smi import load
 
 TASKS = os.path.join(ROOT, "roles", "validate", "tasks")
@@ -118,6 +120,109 @@ def test_topology_detail_keeps_the_facts_the_report_shows():
 
 def test_topology_violations_are_real():
     assert H200_VIOLATED["violations"] and NO_GPU_ASKED["violations"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# pcie: the gpufleet_node fact's pcie entry, as node_facts reads it from sysfs
+
+
+SYSFS = os.path.join(FIXTURES, "sysfs")
+PCIE_KINDS = dict(((vendor_id, class_id), kind) for vendor_id, class_id, kind in pcie_health.DEFAULT_CLASSES)
+
+
+def node_fact(tree):
+    """The gpufleet_node fact node_facts returns on a recorded tree (no os-release there)."""
+    return node_facts.gather(tree, os.path.join(tree, "etc", "os-release"))
+
+
+def lspci_node(name):
+    """A gpufleet_node whose pcie entry holds the GPUs and NICs of a recorded lspci -vvv (tests/fixtures/lspci):
+    the shape sysfs_link() gives, with the values lspci printed."""
+    devices = pcie_health.parse_lspci_vvv(fixture_parts("lspci", name)[1])
+    return {"container": False, "virtualization": "metal",
+            "pcie": [dict(device, kind=PCIE_KINDS[(device["vendor_id"], device["class_id"])]) for device in devices
+                     if (device["vendor_id"], device["class_id"]) in PCIE_KINDS]}
+
+
+def gpu_speed_note(address, name, current, capable):
+    return ("GPU %s (%s): link speed %sGT/s, capable of %sGT/s - may be power saving while idle, check again under "
+            "load" % (address, name, current, capable))
+
+
+RTX6000ADA = "NVIDIA Corporation AD102GL [RTX 6000 Ada Generation] (rev a1)"
+E12_NODE = lspci_node("asus-esc8000a-e12-rtx6000ada-cx7-idle.txt")
+E13P_NODE = lspci_node("asus-esc8000a-e13p-pex890xx-rtx-pro-6000-idle.txt")
+H200_VM_NODE = node_fact(os.path.join(SYSFS, "h200_vm"))
+E12_SYSFS_NODE = node_fact(os.path.join(SYSFS, "asus_esc8000a_e12"))
+NO_PCIE_NODE = dict((key, value) for key, value in H200_VM_NODE.items() if key != "pcie")
+# The recorded H200 VM's GPU (its capability not read) beside the E12's two ConnectX-7 read by lspci.
+MIXED_NODE = dict(H200_VM_NODE, pcie=H200_VM_NODE["pcie"] + [d for d in E12_NODE["pcie"] if d["kind"] == "NIC"])
+H200_NOT_CHECKED = "GPU 0000:00:06.0 (3D controller): link capability not known, not checked"
+
+PCIE_CASES = [
+    ("idle GPUs at a lower speed pass with the power-saving notes", E12_NODE, {}, "passed",
+     "PCIe links of 4 GPUs and 2 NICs at their capable width; " + "; ".join(
+         gpu_speed_note(address, RTX6000ADA, "2.5", "16")
+         for address in ("0000:01:00.0", "0000:41:00.0", "0000:c1:00.0", "0000:e1:00.0"))),
+    ("GPUs behind a PCIe switch, idle", E13P_NODE, {}, "passed",
+     "PCIe links of 2 GPUs at their capable width; " + "; ".join(
+         gpu_speed_note(address, "NVIDIA Corporation Device 2bb5 (rev a1)", "2.5", "32")
+         for address in ("0000:06:00.0", "0000:07:00.0"))),
+    ("a link not read is a note when others were checked", MIXED_NODE, {}, "passed",
+     "PCIe links of 2 NICs at their capable width and speed; " + H200_NOT_CHECKED),
+    ("check off", E12_NODE, {"enabled": False}, "skipped", "check off"),
+    ("no link capability in the captured H200 VM", H200_VM_NODE, {}, "skipped",
+     "PCIe links could not be read: " + H200_NOT_CHECKED),
+    ("no link files in a tree recorded without them", E12_SYSFS_NODE, {}, "skipped",
+     "PCIe links could not be read: " + "; ".join(
+         "%s %s (%s): link capability not known, not checked" % (d["kind"], d["address"], d["class"])
+         for d in E12_SYSFS_NODE["pcie"])),
+    ("no GPU, no Mellanox NIC", node_fact(os.path.join(SYSFS, "ib_ndr_active")), {}, "skipped",
+     "no NVIDIA GPU or Mellanox NIC under /sys/bus/pci/devices"),
+    ("a container that sees no PCI device", dict(H200_VM_NODE, pcie=[], container=True, virtualization="docker"), {},
+     "skipped", "no NVIDIA GPU or Mellanox NIC under /sys/bus/pci/devices in this docker container"),
+    ("facts read by an older node_facts", NO_PCIE_NODE, {}, "skipped",
+     "gpufleet_node has no PCIe links (read by an older node_facts): run preflight again"),
+]
+
+
+@pytest.mark.parametrize("name, node, kwargs, status, reason", PCIE_CASES, ids=[c[0] for c in PCIE_CASES])
+def test_pcie_verdict(name, node, kwargs, status, reason):
+    got = vd.pcie_verdict(node, **kwargs)
+    assert (got["status"], got["reason"]) == (status, reason)
+
+
+def test_pcie_verdict_of_the_e12_read_from_sysfs(tmp_path):
+    """The E12's links written as sysfs files into its recorded tree and read by node_facts: the same verdict as
+    lspci's, with both functions of each ConnectX-7; the detail lists every device's link."""
+    got = vd.pcie_verdict(node_fact(e12_with_links(tmp_path)))
+    assert got["status"] == "passed"
+    assert got["reason"] == "PCIe links of 4 GPUs and 4 NICs at their capable width; " + "; ".join(
+        gpu_speed_note(address, "VGA compatible controller", "2.5", "16")
+        for address in ("0000:01:00.0", "0000:41:00.0", "0000:c1:00.0", "0000:e1:00.0"))
+    assert got["detail"]["problems"] == []
+    assert [note["address"] for note in got["detail"]["notes"]] == [
+        "0000:01:00.0", "0000:41:00.0", "0000:c1:00.0", "0000:e1:00.0"]
+    assert got["detail"]["devices"][:2] == [
+        {"address": "0000:01:00.0", "kind": "GPU", "driver": None, "current": "2.5GT/s x16", "capable": "16GT/s x16"},
+        {"address": "0000:21:00.0", "kind": "NIC", "driver": None, "current": "32GT/s x16", "capable": "32GT/s x16"}]
+
+
+@pytest.mark.parametrize("address, kind, name, problems", [
+    # A ConnectX-7 (a PCIe Gen5 x16 device: 32GT/s x16, as the E12's are) on nokyan/resources#512's slot link:
+    # narrower and slower, both a problem for a NIC.
+    ("0000:21:00.0", "NIC", "Ethernet controller", ["link width x8, capable of x16",
+                                                    "link speed 16GT/s, capable of 32GT/s"]),
+    # The same slot link on a GPU: narrower is a problem, the lower speed only a note (power saving).
+    ("0000:01:00.0", "GPU", "VGA compatible controller", ["link width x8, capable of x16"]),
+])
+def test_pcie_verdict_fails_a_narrow_link(tmp_path, address, kind, name, problems):
+    got = vd.pcie_verdict(node_fact(e12_with_links(tmp_path, {address: NOKYAN_512_SLOT})))
+    messages = ["%s %s (%s): %s" % (kind, address, name, problem) for problem in problems]
+    assert (got["status"], got["reason"]) == ("failed", "; ".join(messages))
+    assert [(p["address"], p["current"], p["capable"]) for p in got["detail"]["problems"]] == [
+        (address, current, capable) for current, capable in ((8, 16), (16.0, 32.0))[:len(problems)]]
+    assert sorted(got) == ["detail", "reason", "status"]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -497,6 +602,7 @@ def test_exporters_detail():
 
 
 ALL_CASES = ([(vd.topology_verdict, (c[1],), {}, c[2]) for c in TOPOLOGY_CASES]
+             + [(vd.pcie_verdict, (c[1],), c[2], c[3]) for c in PCIE_CASES]
              + [(vd.fabric_verdict, (c[1],), {}, c[2]) for c in FABRIC_CASES]
              + [(vd.image_verdict, (c[1], c[2], c[3]), {}, c[4]) for c in IMAGE_CASES]
              + [(vd.dcgm_diag_verdict, (c[1],), c[2], c[3]) for c in DCGM_CASES]
@@ -538,12 +644,12 @@ def test_one_line_and_last_line():
 
 def test_filter_plugin_exposes_one_filter_per_step():
     assert filters.FilterModule().filters() == {
-        "topology_verdict": vd.topology_verdict, "fabric_verdict": vd.fabric_verdict,
+        "topology_verdict": vd.topology_verdict, "pcie_verdict": vd.pcie_verdict, "fabric_verdict": vd.fabric_verdict,
         "image_verdict": vd.image_verdict, "dcgm_diag_verdict": vd.dcgm_diag_verdict,
         "sshd_audit_verdict": vd.sshd_audit_verdict, "exporters_verdict": vd.exporters_verdict}
 
 
-STEP_FILES = [("topology.yml", "topology"), ("fabric.yml", "fabric"), ("image.yml", "image"),
+STEP_FILES = [("topology.yml", "topology"), ("pcie.yml", "pcie"), ("fabric.yml", "fabric"), ("image.yml", "image"),
               ("dcgm.yml", "dcgm_diag"), ("ssh_audit.yml", "sshd_audit"), ("exporters.yml", "exporters")]
 
 
