@@ -22,7 +22,15 @@ from ansible_collections.gpufleet.cluster.plugins.plugin_utils.validate_runs imp
 # profile is listed where it differs.
 MUST_MATCH = ("driver_branch", "image_digest", "fabric", "port_rate_gbps")
 PROFILE_KEYS = ("driver_branch", "driver_version", "kernel", "os", "gpu_model", "gpu_count", "image_digest",
-                "image_torch", "image_nccl", "image_mpi", "host_mpi", "hca_firmware", "port_rate_gbps")
+                "image_torch", "image_cuda", "image_nccl", "image_mpi", "host_mpi", "host_ucx", "host_nccl",
+                "host_cuda", "hca_firmware", "port_rate_gbps")
+# Host packages the profile reads versions from (the first one installed), Debian/Ubuntu names before RHEL ones.
+# The host's Open MPI is the library the host MPI check ran with (host_mpi).
+HOST_PACKAGES = {
+    "host_ucx": ("ucx-utils", "libucx0", "ucx"),
+    "host_nccl": ("libnccl2", "libnccl"),
+    "host_cuda": ("cuda-toolkit", "nvidia-cuda-toolkit", "libcudart12", "cuda-cudart-12"),
+}
 GROUPED_BY_GPU_MODEL = ("port_rate_gbps",)
 # Fabric settings that name the node's own devices (interfaces, HCAs): where they differ, nodes name their devices
 # differently; listed, not failed.
@@ -45,9 +53,19 @@ def _joined(values):
     return ", ".join(values) or None
 
 
-def node_profile(steps, *, node, topology=None, facts=None, fabric_env=None):
+def _package_version(packages, names):
+    """The version of the first of ``names`` installed, from a package_facts-shaped dict ({name: [{version}]})."""
+    for name in names:
+        entries = (packages or {}).get(name) or []
+        if entries:
+            return entries[0].get("version") or None
+    return None
+
+
+def node_profile(steps, *, node, topology=None, facts=None, fabric_env=None, packages=None):
     """What this node runs, for fleet_consistency: its step results (validate_results), its gpu_topology fact,
-    its gpufleet_node fact and its fabric env file (text or slurp result; None: the node has none).
+    its gpufleet_node fact, its fabric env file (text or slurp result; None: the node has none) and its installed
+    packages (preflight's list, package_facts-shaped; None: not read), for the host's UCX, NCCL and CUDA.
 
     A value that could not be read is None and is not compared.
     """
@@ -69,6 +87,7 @@ def node_profile(steps, *, node, topology=None, facts=None, fabric_env=None):
         "image_digest": ((launcher.get("detail") or {}).get("runs") or None) if launcher.get("status") == "passed"
         else None,
         "image_torch": ddp.get("torch"),
+        "image_cuda": ddp.get("cuda_version"),
         "image_nccl": ddp.get("nccl_version"),
         "image_mpi": _library(_detail(steps, "mpi_image").get("mpi_library")),
         "host_mpi": _library(_detail(steps, "mpi").get("mpi_library")),
@@ -76,6 +95,8 @@ def node_profile(steps, *, node, topology=None, facts=None, fabric_env=None):
         "port_rate_gbps": _joined("%g" % port["rate_gbps"] for port in ports if port.get("rate_gbps") is not None),
         "fabric": None,
     }
+    for key, names in HOST_PACKAGES.items():
+        profile[key] = _package_version(packages, names)
     if env_text is not None:
         profile["fabric"] = dict((key, value) for key, value in parse_env_file(env_text).items()
                                  if key.startswith(FABRIC_PREFIXES))

@@ -233,7 +233,8 @@ def ddp_verdict(run, *, backend="gloo", scope="node", enabled=True, skip_reason=
               "nnodes": result.get("nnodes"), "hosts": result.get("hosts") or [],
               "busbw_gbps": result.get("busbw_gbps"), "algbw_gbps": result.get("algbw_gbps"),
               "min_busbw_gbps": float(min_busbw_gbps or 0), "size_bytes": result.get("size_bytes"),
-              "torch": result.get("torch"), "nccl_version": result.get("nccl"), "device": result.get("device")}
+              "torch": result.get("torch"), "nccl_version": result.get("nccl"),
+              "cuda_version": result.get("cuda_version"), "device": result.get("device")}
     if backend == "nccl":
         nccl = parse_nccl_debug(stdout + "\n" + stderr)
         detail["nccl"] = nccl

@@ -205,8 +205,16 @@ def test_node_profile_reads_the_steps_facts_and_fabric_env():
     assert got["image_digest"] == "reg/img@sha256:aa" and got["image_mpi"] == "Open MPI v5.0.7"
     assert got["port_rate_gbps"] == "400" and got["hca_firmware"] == "28.41.1000"
     assert got["fabric"] == {"NCCL_IB_HCA": "mlx5", "UCX_TLS": "rc"}
+    packages = {"libucx0": [{"version": "1.18.1+ds-1"}], "libnccl2": [{"version": "2.22.3-1"}]}
+    with_host = fleet.node_profile(steps + [{"step": "ddp_local", "status": "passed", "detail": {
+        "torch": "2.6.0", "cuda_version": "12.4"}}], node="node1", packages=packages)
+    assert (with_host["host_ucx"], with_host["host_nccl"], with_host["host_cuda"]) == ("1.18.1+ds-1", "2.22.3-1", None)
+    assert with_host["image_cuda"] is None  # the first ddp_local step of the results is the one read
+    in_image = fleet.node_profile([{"step": "ddp_local", "detail": {"cuda_version": "12.4"}}], node="n")
+    assert in_image["image_cuda"] == "12.4"
     bare = fleet.node_profile([], node="node2", fabric_env={"skipped": True})
     assert bare["fabric"] is None and bare["image_digest"] is None and bare["driver_branch"] is None
+    assert bare["host_ucx"] is None and bare["image_cuda"] is None
 
 
 def test_fabric_settings_naming_the_nodes_devices_are_listed_not_failed():

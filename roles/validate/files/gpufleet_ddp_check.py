@@ -335,7 +335,8 @@ def main(argv=None):
         backend, world_size, local_world_size, hosts, device.type, torch.__version__,
         nccl_version_string(torch) if backend == "nccl" else None, numel * 4, args.iters, seconds_per_iter,
         samples, ddp_consistent, args.min_busbw_gbps, args.expect_world_size, args.expect_nnodes, wrong_ranks)
-    report.update(cuda_available=cuda, device_count=device_count, rank=rank, fabric=fabric,
+    report.update(cuda_available=cuda, cuda_version=getattr(torch.version, "cuda", None), device_count=device_count,
+                  rank=rank, fabric=fabric,
                   placement=placement if world_size <= MAX_RANKS_LISTED else None)
     # Every rank holds the whole verdict (the measurements were reduced, the flags gathered); each node's local
     # rank 0 prints it, so every node's own torchrun output carries the result.
