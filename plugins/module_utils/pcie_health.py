@@ -243,7 +243,8 @@ def compare_link(link_cap, link_status):
     return below("speed_gts"), below("width")
 
 
-def _kind(device, classes):
+def device_kind(device, classes=DEFAULT_CLASSES):
+    """GPU, NIC (or another kind of ``classes``) of a device by its vendor and class ids; None for others."""
     for vendor_id, class_id, kind in classes:
         if device.get("class_id") == class_id and (vendor_id is None or device.get("vendor_id") == vendor_id):
             return kind
@@ -283,7 +284,7 @@ def link_problems(devices, classes=DEFAULT_CLASSES):
     """
     problems, notes = [], []
     for device in devices or []:
-        kind = _kind(device, classes)
+        kind = device_kind(device, classes)
         if kind is None:
             continue
         cap, sta = device.get("link_cap"), device.get("link_status")

@@ -135,12 +135,15 @@ def _numa_node(path):
 
 
 def read_pci_devices(root="/", vendor=NVIDIA_VENDOR):
-    """List PCI devices of one vendor from <root>/sys/bus/pci/devices, sorted by address."""
+    """List PCI devices of one vendor (or of each vendor of a tuple) from <root>/sys/bus/pci/devices, sorted by
+    address; ``vendor`` of each entry is its own."""
+    vendors = (vendor,) if isinstance(vendor, str) else tuple(vendor)
     base = _path(root, "sys/bus/pci/devices")
     devices = []
     for bdf in _sorted_entries(base):
         dev_dir = os.path.join(base, bdf)
-        if (read_text(os.path.join(dev_dir, "vendor")) or "").lower() != vendor:
+        vendor = (read_text(os.path.join(dev_dir, "vendor")) or "").lower()
+        if vendor not in vendors:
             continue
         driver_link = os.path.join(dev_dir, "driver")
         driver = os.path.basename(os.readlink(driver_link)) if os.path.islink(driver_link) else None

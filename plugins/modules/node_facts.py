@@ -189,8 +189,9 @@ def gather(root, os_release_path, mokutil_output=None, uname=None):
     uname = uname or os.uname()
     os_release = sysfs.parse_os_release(sysfs.read_text(os_release_path, default=""))
     summary = sysfs.os_summary(os_release)
-    devices = sysfs.read_pci_devices(root)
-    gpus, switches, turing = sysfs.classify_nvidia(devices)
+    # One walk of the PCI devices: the NVIDIA ones for the GPUs and NVSwitches, all of them for the PCIe links.
+    devices = sysfs.read_pci_devices(root, PCIE_VENDORS)
+    gpus, switches, turing = sysfs.classify_nvidia([d for d in devices if d["vendor"] == sysfs.NVIDIA_VENDOR])
     hcas = sysfs.read_infiniband(root)
     if mokutil_output is not None and sysfs.secure_boot_from_mokutil(mokutil_output) != "unknown":
         secure_boot = sysfs.secure_boot_from_mokutil(mokutil_output)
@@ -212,7 +213,7 @@ def gather(root, os_release_path, mokutil_output=None, uname=None):
         "imex": fabric["imex"],
         "hcas": hcas,
         "hca_count": len(hcas),
-        "pcie": pcie_links(root),
+        "pcie": pcie_links(root, devices),
         "secure_boot": secure_boot,
         "container": container is not None,
         "virtualization": container or "metal",
@@ -226,23 +227,21 @@ def gather(root, os_release_path, mokutil_output=None, uname=None):
 PCIE_VENDORS = ("0x" + pcie_health.NVIDIA_VENDOR_ID, "0x" + pcie_health.MELLANOX_VENDOR_ID)
 
 
-def pcie_links(root):
-    """pcie_health.sysfs_link() of every NVIDIA GPU and Mellanox/NVIDIA NIC under <root>/sys/bus/pci/devices (the
-    classes pcie_health.link_problems() looks at), sorted by address, each with its ``kind`` (GPU or NIC).
+def pcie_links(root, devices):
+    """pcie_health.sysfs_link() of every NVIDIA GPU and Mellanox/NVIDIA NIC among ``devices`` (read_pci_devices() of
+    PCIE_VENDORS; the classes pcie_health.link_problems() looks at), in their order, each with its ``kind`` (GPU or
+    NIC).
 
     A virtual function (one with a ``physfn`` link) is left out: its link registers are reserved, its physical
     function carries the link.
     """
-    base = sysfs._path(root, "sys/bus/pci/devices")
     links = []
-    for address in sysfs._sorted_entries(base):
-        device_dir = os.path.join(base, address)
-        vendor = (sysfs.read_text(os.path.join(device_dir, "vendor")) or "").lower()
-        if vendor not in PCIE_VENDORS or os.path.lexists(os.path.join(device_dir, "physfn")):
+    for found in devices:
+        device_dir = sysfs._path(root, "sys/bus/pci/devices", found["bdf"])
+        if os.path.lexists(os.path.join(device_dir, "physfn")):
             continue
         device = pcie_health.sysfs_link(device_dir)
-        device["kind"] = next((kind for vendor_id, class_id, kind in pcie_health.DEFAULT_CLASSES
-                               if (device["vendor_id"], device["class_id"]) == (vendor_id, class_id)), None)
+        device["kind"] = pcie_health.device_kind(device)
         if device["kind"]:
             links.append(device)
     return links

@@ -16,7 +16,7 @@ __metaclass__ = type
 import statistics
 
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.validate_runs import (
-    FABRIC_PREFIXES, ddp_verdict, env_file_text, parse_env_file)
+    FABRIC_PREFIXES, _join_hosts, ddp_verdict, env_file_text, parse_env_file)
 
 # What must be the same on every node (port rate: on every node with the same GPU model); the rest of a node's
 # profile is listed where it differs.
@@ -118,11 +118,8 @@ def _items(profile, fabric_keys):
     return items
 
 
-def _hosts_words(hosts, limit=6):
-    hosts = sorted(hosts)
-    if len(hosts) <= limit:
-        return ", ".join(hosts)
-    return "%s and %d more" % (", ".join(hosts[:limit]), len(hosts) - limit)
+def _hosts_words(hosts):
+    return _join_hosts(sorted(hosts), limit=6)
 
 
 def _compare(name, holders, must_match):
@@ -160,9 +157,9 @@ def fleet_consistency(profiles, *, me, must_match=MUST_MATCH, enabled=True):
 
     Items of must_match (``fabric`` stands for each NCCL_*/UCX_* setting of the fabric env file but those that name
     the node's own devices, FABRIC_NODE_DEVICES) must hold one value on every node that has one; port_rate_gbps among
-    the nodes of the same GPU model. A node whose value
-    differs from the value of a strict majority of the nodes fails, named with both values; with no strict
-    majority (two nodes, or a tie) every node that differs fails. Other differences are listed, not failed.
+    the nodes of the same GPU model. A node whose value differs from the value of a strict majority of the nodes
+    fails, named with both values; with no strict majority (two nodes, or a tie) every node that differs fails.
+    Other differences are listed, not failed.
     """
     if not enabled:
         return {"status": "skipped", "reason": "check off", "detail": {}}
